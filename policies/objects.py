@@ -1,0 +1,77 @@
+"""Small read helpers for objects as decoded JSON (no I/O, no mutation)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from policies.model import Obj
+
+_MISSING: Any = object()
+
+
+def dig(obj: Obj | None, *path: str, default: Any = None) -> Any:
+    """Follow ``path`` through nested mappings; ``default`` when any step is absent or null."""
+    cur: Any = obj
+    for key in path:
+        if not isinstance(cur, Mapping):
+            return default
+        cur = cur.get(key, _MISSING)
+        if cur is _MISSING or cur is None:
+            return default
+    return cur
+
+
+def name_of(obj: Obj | None) -> str:
+    return str(dig(obj, "metadata", "name", default=""))
+
+
+def namespace_of(obj: Obj | None) -> str:
+    return str(dig(obj, "metadata", "namespace", default=""))
+
+
+def ref_of(obj: Obj | None) -> str:
+    """``namespace/name`` or ``name`` for cluster-scoped objects."""
+    ns = namespace_of(obj)
+    return f"{ns}/{name_of(obj)}" if ns else name_of(obj)
+
+
+def labels_of(obj: Obj | None) -> Mapping[str, str]:
+    return dig(obj, "metadata", "labels", default={})
+
+
+def annotations_of(obj: Obj | None) -> Mapping[str, str]:
+    return dig(obj, "metadata", "annotations", default={})
+
+
+def finalizers_of(obj: Obj | None) -> tuple[str, ...]:
+    return tuple(dig(obj, "metadata", "finalizers", default=()))
+
+
+def is_terminating(obj: Obj | None) -> bool:
+    """True once the apiserver has set ``deletionTimestamp`` (the object waits on finalizers)."""
+    return dig(obj, "metadata", "deletionTimestamp") is not None
+
+
+def condition(obj: Obj | None, type_: str) -> Obj | None:
+    """The ``status.conditions[]`` entry of ``type_`` (metav1.Condition), if any."""
+    for cond in dig(obj, "status", "conditions", default=()):
+        if isinstance(cond, Mapping) and cond.get("type") == type_:
+            return cond
+    return None
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """RFC 3339 as Kubernetes writes it (``2026-11-29T12:00:00Z``); None when absent or invalid."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with second precision, the metav1.Time wire form."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

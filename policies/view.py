@@ -1,0 +1,141 @@
+"""The read-only view of cluster state that rules consult, and its in-memory implementation.
+
+Rules never call the apiserver. They ask a :class:`View`: get one object, list by namespace and
+labels, or look up a reverse index ("Releases referencing this ComponentVersion"). Index
+functions are pure and declared beside the rules that need them (``INDEXES`` in each family
+module), so every view implementation (YAML state directory, informer cache, tests) maintains
+the same indexes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+from policies.model import GroupKind, Obj
+from policies.objects import labels_of, name_of, namespace_of
+
+IndexFn = Callable[[Obj], Iterable[str]]
+"""Maps an object to the index keys it should be found under (pure)."""
+
+Indexes = Mapping[GroupKind, Mapping[str, IndexFn]]
+
+
+class View(Protocol):
+    """What a rule may read. Implementations return shared objects: never mutate them."""
+
+    @property
+    def synced(self) -> bool:
+        """False until the backing store has a complete picture (rules needing it fail closed)."""
+        ...
+
+    def get(self, kind: GroupKind, name: str, namespace: str = "") -> Obj | None: ...
+
+    def list(
+        self, kind: GroupKind, namespace: str | None = None, labels: Mapping[str, str] | None = None
+    ) -> Sequence[Obj]:
+        """Objects of ``kind``; ``namespace=None`` means all namespaces; ``labels`` must all match."""
+        ...
+
+    def indexed(self, kind: GroupKind, index: str, key: str) -> Sequence[Obj]:
+        """Objects of ``kind`` whose index function ``index`` yields ``key``."""
+        ...
+
+
+def _key(namespace: str, name: str) -> tuple[str, str]:
+    return (namespace, name)
+
+
+class MemoryView:
+    """A thread-safe in-memory store implementing :class:`View`.
+
+    Used for ``--state`` directories, for tests, and as the informer cache's store. Writers call
+    :meth:`put` and :meth:`remove`; each keeps the declared indexes current. Reads are lock-free
+    snapshots of immutable tuples, so a rule never sees a half-applied write.
+    """
+
+    def __init__(self, indexes: Indexes | None = None, *, synced: bool = True) -> None:
+        self._indexes: Indexes = indexes or {}
+        self._objects: dict[GroupKind, dict[tuple[str, str], Obj]] = {}
+        self._index_data: dict[tuple[GroupKind, str], dict[str, dict[tuple[str, str], Obj]]] = {}
+        self._lock = threading.Lock()
+        self._synced = synced
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    def mark_synced(self, synced: bool = True) -> None:
+        self._synced = synced
+
+    def get(self, kind: GroupKind, name: str, namespace: str = "") -> Obj | None:
+        return self._objects.get(kind, {}).get(_key(namespace, name))
+
+    def list(
+        self, kind: GroupKind, namespace: str | None = None, labels: Mapping[str, str] | None = None
+    ) -> Sequence[Obj]:
+        objs: Iterable[Obj] = tuple(self._objects.get(kind, {}).values())
+        if namespace is not None:
+            objs = (o for o in objs if namespace_of(o) == namespace)
+        if labels:
+            objs = (o for o in objs if _labels_match(labels_of(o), labels))
+        return tuple(objs)
+
+    def indexed(self, kind: GroupKind, index: str, key: str) -> Sequence[Obj]:
+        if index not in self._indexes.get(kind, {}):
+            raise KeyError(f"no index {index!r} declared for {kind}")
+        return tuple(self._index_data.get((kind, index), {}).get(key, {}).values())
+
+    def kinds(self) -> Sequence[GroupKind]:
+        return tuple(self._objects)
+
+    def put(self, kind: GroupKind, obj: Obj) -> None:
+        """Insert or replace ``obj`` (by namespace and name) and re-index it."""
+        k = _key(namespace_of(obj), name_of(obj))
+        with self._lock:
+            store = self._objects.setdefault(kind, {})
+            old = store.get(k)
+            if old is not None:
+                self._unindex(kind, k, old)
+            store[k] = obj
+            self._index(kind, k, obj)
+
+    def remove(self, kind: GroupKind, name: str, namespace: str = "") -> Obj | None:
+        k = _key(namespace, name)
+        with self._lock:
+            old = self._objects.get(kind, {}).pop(k, None)
+            if old is not None:
+                self._unindex(kind, k, old)
+            return old
+
+    def replace(self, kind: GroupKind, objs: Iterable[Obj]) -> None:
+        """Swap the whole content of ``kind`` (a relist after a watch expired)."""
+        with self._lock:
+            for index in self._indexes.get(kind, {}):
+                self._index_data[(kind, index)] = {}
+            self._objects[kind] = {}
+            for obj in objs:
+                k = _key(namespace_of(obj), name_of(obj))
+                self._objects[kind][k] = obj
+                self._index(kind, k, obj)
+
+    def _index(self, kind: GroupKind, k: tuple[str, str], obj: Obj) -> None:
+        for index, fn in self._indexes.get(kind, {}).items():
+            data = self._index_data.setdefault((kind, index), {})
+            for key in fn(obj):
+                data.setdefault(key, {})[k] = obj
+
+    def _unindex(self, kind: GroupKind, k: tuple[str, str], obj: Obj) -> None:
+        for index, fn in self._indexes.get(kind, {}).items():
+            data = self._index_data.get((kind, index), {})
+            for key in fn(obj):
+                bucket = data.get(key)
+                if bucket is not None:
+                    bucket.pop(k, None)
+                    if not bucket:
+                        del data[key]
+
+
+def _labels_match(have: Mapping[str, str], want: Mapping[str, str]) -> bool:
+    return all(have.get(k) == v for k, v in want.items())
