@@ -1,0 +1,295 @@
+"""AdmissionReview v1 on the wire: parse, dispatch to the rule tables, frame the answer.
+
+This module alone knows the admission wire contract (DESIGN.md section 4):
+
+- the response echoes ``request.uid`` in an ``admission.k8s.io/v1`` AdmissionReview;
+- any request that parsed gets an answer (a denial or a rule failure is ``allowed: false``
+  with ``status.code``), never an HTTP error;
+- a validating path never returns a patch, a mutating path returns a JSON patch that was
+  applied locally first, and nothing is patched on DELETE;
+- a kind outside the family's table is allowed with a warning; warnings are cut to 120 characters.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import jsonpatch
+
+from policies.config import PolicyConfig
+from policies.decision import Decision, allow, deny
+from policies.families import TABLES
+from policies.model import AdmissionRequest, GroupKind, Operation, UserInfo
+from policies.rules import Context, Rule, RuleTable
+from policies.view import View
+from webhook.metrics import Metrics
+
+log = logging.getLogger("catalog_warden.admission")
+
+ADMISSION_V1 = "admission.k8s.io/v1"
+MAX_WARNING = 120
+MAX_WARNINGS = 20
+"""kube-apiserver drops warnings beyond 4096 characters in total; 20 x 120 stays under it."""
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class WireError(Exception):
+    """A request that cannot be answered with an AdmissionReview: HTTP ``status`` and a message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def parse_review(body: bytes) -> AdmissionRequest:
+    """Decode and normalize an AdmissionReview v1 request, or raise :class:`WireError` (400)."""
+    if not body:
+        raise WireError(400, "empty body: expected an admission.k8s.io/v1 AdmissionReview")
+    try:
+        review = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WireError(400, f"body is not JSON: {exc}") from None
+    if not isinstance(review, dict):
+        raise WireError(400, "body is not a JSON object: expected an admission.k8s.io/v1 AdmissionReview")
+    api_version, kind = review.get("apiVersion"), review.get("kind")
+    if kind != "AdmissionReview" or api_version != ADMISSION_V1:
+        raise WireError(
+            400,
+            f"unsupported apiVersion/kind {api_version}/{kind}: only {ADMISSION_V1} AdmissionReview is served",
+        )
+    req = review.get("request")
+    if not isinstance(req, dict):
+        raise WireError(400, "AdmissionReview has no request")
+    return normalize(req)
+
+
+def _field(req: Mapping[str, Any], name: str, typ: type) -> Any:
+    value = req.get(name)
+    if not isinstance(value, typ) or not value:
+        raise WireError(400, f"AdmissionReview request.{name} is missing or not a {typ.__name__}")
+    return value
+
+
+def normalize(req: Mapping[str, Any]) -> AdmissionRequest:
+    """The wire request as the :class:`AdmissionRequest` rules receive."""
+    uid = _field(req, "uid", str)
+    kind = _field(req, "kind", dict)
+    try:
+        operation = Operation(_field(req, "operation", str))
+    except ValueError:
+        raise WireError(400, f"AdmissionReview request.operation {req.get('operation')!r} is not known") from None
+    if not isinstance(kind.get("kind"), str) or not kind["kind"]:
+        raise WireError(400, "AdmissionReview request.kind.kind is missing")
+    user = req.get("userInfo") or {}
+    return AdmissionRequest(
+        uid=uid,
+        operation=operation,
+        kind=GroupKind(str(kind.get("group") or ""), kind["kind"]),
+        version=str(kind.get("version") or ""),
+        name=str(req.get("name") or ""),
+        namespace=str(req.get("namespace") or ""),
+        sub_resource=str(req.get("subResource") or ""),
+        object=req.get("object"),
+        old_object=req.get("oldObject"),
+        user=UserInfo(
+            username=str(user.get("username") or ""),
+            groups=tuple(user.get("groups") or ()),
+            uid=str(user.get("uid") or ""),
+        ),
+        dry_run=bool(req.get("dryRun")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A family's final answer to one request: the decision and, on mutating paths, the patch."""
+
+    decision: Decision
+    patch: list[dict[str, Any]] | None = None
+    rule: str = ""
+
+
+def _cut(warnings: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for w in warnings:
+        seen.setdefault(w if len(w) <= MAX_WARNING else w[: MAX_WARNING - 1] + "…", None)
+    return list(seen)[:MAX_WARNINGS]
+
+
+def response(uid: str, verdict: Verdict) -> dict[str, Any]:
+    """The AdmissionReview answer for ``verdict``."""
+    d = verdict.decision
+    resp: dict[str, Any] = {"uid": uid, "allowed": d.allowed}
+    if not d.allowed:
+        resp["status"] = {"code": d.code, "message": d.message, "reason": d.reason}
+    if d.warnings:
+        resp["warnings"] = _cut(list(d.warnings))
+    if verdict.patch:
+        resp["patchType"] = "JSONPatch"
+        resp["patch"] = base64.b64encode(json.dumps(verdict.patch).encode()).decode()
+    return {"apiVersion": ADMISSION_V1, "kind": "AdmissionReview", "response": resp}
+
+
+class Admission:
+    """Evaluates requests against the rule tables: the one place rules are run for admission.
+
+    ``view`` is read at call time (``view_source()``), so the server can swap a state directory
+    for the informer cache without rebuilding this object.
+    """
+
+    def __init__(
+        self,
+        view_source: Callable[[], View],
+        config: PolicyConfig,
+        metrics: Metrics | None = None,
+        clock: Clock = utc_now,
+        tables: Mapping[str, RuleTable] = TABLES,
+    ) -> None:
+        self._view_source = view_source
+        self._config = config
+        self._metrics = metrics
+        self._clock = clock
+        self._tables = tables
+
+    def has_family(self, family: str) -> bool:
+        return family in self._tables
+
+    def evaluate(self, family: str, mutating: bool, req: AdmissionRequest) -> Verdict:
+        """Run every rule of ``family`` that matches ``req``; the first denial wins."""
+        table = self._tables[family]
+        if not getattr(self._config.families, family, True):
+            return Verdict(allow())
+        if req.kind not in table.family.kinds:
+            return Verdict(allow(f"catalog-warden: {req.kind} is not guarded by the {family} rules; admitted"))
+        rules = table.lookup(mutating, req.kind, req.operation, req.sub_resource)
+        if not rules:
+            return Verdict(allow())
+        ctx = Context(view=self._view_source(), now=self._clock(), config=self._config)
+        if mutating and req.operation is not Operation.DELETE and req.object is not None:
+            return self._mutate(rules, req, ctx)
+        warnings: list[str] = []
+        for rule in rules:
+            decision = self._run(rule, req, ctx)
+            warnings.extend(decision.warnings)
+            if not decision.allowed:
+                return Verdict(self._framed(rule, req, decision), rule=rule.name)
+        return Verdict(allow(*warnings))
+
+    def _mutate(self, rules: tuple[Rule, ...], req: AdmissionRequest, ctx: Context) -> Verdict:
+        original = req.object
+        assert original is not None
+        current: Any = original
+        warnings: list[str] = []
+        for rule in rules:
+            decision = self._run(rule, _with_object(req, current), ctx)
+            warnings.extend(decision.warnings)
+            if not decision.allowed:
+                return Verdict(self._framed(rule, req, decision), rule=rule.name)
+            if decision.patch:
+                try:
+                    current = jsonpatch.apply_patch(current, list(decision.patch))
+                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                    return Verdict(self._failed(rule, req, exc), rule=rule.name)
+        if current is original or current == original:
+            return Verdict(allow(*warnings))
+        patch = jsonpatch.make_patch(original, current).patch
+        # Applied locally before it is returned: a patch the apiserver cannot apply rejects the
+        # request even under failurePolicy Ignore, so it must never leave this process.
+        if jsonpatch.apply_patch(original, patch) != current:
+            return Verdict(self._failed(rules[-1], req, RuntimeError("patch does not reproduce the mutation")))
+        return Verdict(allow(*warnings), patch=patch)
+
+    def _run(self, rule: Rule, req: AdmissionRequest, ctx: Context) -> Decision:
+        if rule.needs_view and not ctx.view.synced:
+            if self._config.failOpenWhenUnsynced:
+                return allow(f"catalog-warden: cluster state not synced; {rule.name} skipped (fail open)")
+            return deny(
+                f"cluster state is not synced yet, so {rule.name} cannot decide; retry shortly",
+                code=503,
+                reason="ServiceUnavailable",
+            )
+        try:
+            return rule.fn(req, ctx)
+        except Exception as exc:  # a broken rule must never take the server down
+            return self._failed(rule, req, exc)
+
+    def _failed(self, rule: Rule, req: AdmissionRequest, exc: BaseException) -> Decision:
+        log.error(
+            "rule failed",
+            exc_info=exc,
+            extra={"fields": {"rule": rule.name, "uid": req.uid, "kind": str(req.kind), "name": req.ref}},
+        )
+        if self._metrics is not None:
+            self._metrics.rule_errors.labels(rule.name).inc()
+        return deny(
+            f"{req.kind.kind} {req.ref}: internal error in rule {rule.name}: {type(exc).__name__}: {exc}",
+            code=500,
+            reason="InternalError",
+        )
+
+    @staticmethod
+    def _framed(rule: Rule, req: AdmissionRequest, decision: Decision) -> Decision:
+        if decision.code == 500 and decision.reason == "InternalError":
+            return decision
+        message = f"{req.kind.kind} {req.ref} denied by {rule.name}: {decision.message}"
+        return Decision(False, decision.code, decision.reason, message, decision.warnings)
+
+
+def _with_object(req: AdmissionRequest, obj: Any) -> AdmissionRequest:
+    if obj is req.object:
+        return req
+    return AdmissionRequest(
+        uid=req.uid,
+        operation=req.operation,
+        kind=req.kind,
+        version=req.version,
+        name=req.name,
+        namespace=req.namespace,
+        sub_resource=req.sub_resource,
+        object=obj,
+        old_object=req.old_object,
+        user=req.user,
+        dry_run=req.dry_run,
+    )
+
+
+def review(admission: Admission, family: str, mutating: bool, body: bytes) -> tuple[AdmissionRequest, dict[str, Any]]:
+    """Parse ``body``, evaluate it and return the request and its AdmissionReview answer (raises WireError)."""
+    started = time.perf_counter()
+    req = parse_review(body)
+    verdict = admission.evaluate(family, mutating, req)
+    d = verdict.decision
+    log.info(
+        "admission",
+        extra={
+            "fields": {
+                "uid": req.uid,
+                "path": f"/{'mutate' if mutating else 'validate'}/{family}",
+                "kind": str(req.kind),
+                "name": req.name,
+                "namespace": req.namespace,
+                "operation": req.operation.value,
+                "user": req.user.username,
+                "dryRun": req.dry_run,
+                "decision": "allowed" if d.allowed else "denied",
+                "code": d.code,
+                "rule": verdict.rule,
+                "patched": bool(verdict.patch),
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            }
+        },
+    )
+    return req, response(req.uid, verdict)

@@ -1,0 +1,151 @@
+"""``catalog-warden``: serve, certs, review.
+
+Every user error (bad flag, missing file, unreadable state) is one line on stderr naming the
+path or flag, and a non-zero exit; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+import yaml
+
+from policies.families import FAMILIES
+from policies.view import MemoryView
+from webhook.admission import Admission, WireError, normalize, response
+from webhook.certs import write_dev_certs
+from webhook.config import ConfigError, load_config
+from webhook.state import StateError, load_state
+from webhook.tls import CertError
+
+PROG = "catalog-warden"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Admission and conversion webhooks for OCI artifact catalogs.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("serve", help="run the admission and conversion webhook server")
+    s.add_argument("--cert-dir", type=Path, default=Path("certs"), help="directory with tls.crt and tls.key")
+    s.add_argument("--client-ca", type=Path, help="require client certificates signed by this CA")
+    s.add_argument("--host", default="0.0.0.0", help="address of the HTTPS listener")
+    s.add_argument("--port", type=int, default=9443, help="HTTPS port (admission and conversion)")
+    s.add_argument("--probe-host", default="0.0.0.0", help="address of the probe listener")
+    s.add_argument("--probe-port", type=int, default=8080, help="plain-HTTP port for /healthz, /readyz, /metrics")
+    s.add_argument("--state", type=Path, help="read cluster state from YAML files in DIR instead of a cluster")
+    s.add_argument("--config", type=Path, help="YAML configuration (identities, families, thresholds)")
+    s.add_argument("--cert-poll-seconds", type=float, default=5.0, help="how often to check the pair for rotation")
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    c = sub.add_parser("certs", help="write a development CA and serving certificate")
+    c.add_argument("--out", type=Path, required=True, help="directory to write ca.crt, tls.crt, tls.key into")
+    c.add_argument("--dns", nargs="+", default=[], metavar="NAME", help="DNS names for the serving certificate")
+
+    r = sub.add_parser("review", help="evaluate an AdmissionReview file offline and print the response")
+    r.add_argument("file", type=Path, help="AdmissionReview (JSON or YAML); - reads standard input")
+    r.add_argument("--state", type=Path, help="read cluster state from YAML files in DIR")
+    r.add_argument("--config", type=Path, help="YAML configuration")
+    r.add_argument("--mutating", action="store_true", help="evaluate as /mutate/{family} instead of /validate")
+    r.add_argument("--family", choices=sorted(FAMILIES), help="family to evaluate (default: from the request kind)")
+    return p
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def _cmd_serve(args: argparse.Namespace) -> None:
+    from webhook import logs
+    from webhook.server import ServeSettings, serve
+
+    logs.setup(args.log_level)
+    for flag, path in (("--cert-dir", args.cert_dir),):
+        if not path.is_dir():
+            _fail(f"{flag} {path}: no such directory (create one with `{PROG} certs --out {path}`)")
+    config = load_config(args.config)
+    if args.state is None:
+        _fail("a cluster connection is not built yet: pass --state DIR (e.g. --state examples/state)")
+    view = load_state(args.state)
+    settings = ServeSettings(
+        cert_dir=args.cert_dir,
+        host=args.host,
+        port=args.port,
+        probe_host=args.probe_host,
+        probe_port=args.probe_port,
+        client_ca=args.client_ca,
+        cert_poll_seconds=args.cert_poll_seconds,
+    )
+    asyncio.run(serve(settings, lambda: view, config))
+
+
+def _cmd_certs(args: argparse.Namespace) -> None:
+    try:
+        bundle = write_dev_certs(args.out, args.dns)
+    except OSError as exc:
+        _fail(f"cannot write certificates to {args.out}: {exc.strerror}")
+    print(bundle)
+
+
+def _family_of(kind: dict) -> str | None:
+    from webhook.state import group_kind
+
+    gk = group_kind({"apiVersion": f"{kind.get('group', '')}/{kind.get('version', '')}", "kind": kind.get("kind")})
+    return next((name for name, fam in FAMILIES.items() if gk in fam.kinds), None)
+
+
+def _cmd_review(args: argparse.Namespace) -> None:
+    try:
+        text = sys.stdin.read() if str(args.file) == "-" else args.file.read_text()
+    except OSError as exc:
+        _fail(f"cannot read {args.file}: {exc.strerror}")
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        _fail(f"{args.file} is not JSON or YAML: {exc}".replace("\n", " "))
+    if not isinstance(doc, dict) or not isinstance(doc.get("request"), dict):
+        _fail(f"{args.file}: not an AdmissionReview with a request")
+    view = load_state(args.state) if args.state else MemoryView()
+    config = load_config(args.config)
+    try:
+        req = normalize(doc["request"])
+    except WireError as exc:
+        _fail(f"{args.file}: {exc.message}")
+    family = args.family or _family_of(doc["request"].get("kind") or {})
+    admission = Admission(lambda: view, config)
+    if family is None:
+        from policies.decision import allow
+        from webhook.admission import Verdict
+
+        answer = response(req.uid, Verdict(allow(f"catalog-warden: no rule family guards {req.kind}; admitted")))
+    else:
+        answer = response(req.uid, admission.evaluate(family, args.mutating, req))
+    print(json.dumps(answer, indent=2))
+
+
+COMMANDS = {"serve": _cmd_serve, "certs": _cmd_certs, "review": _cmd_review}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        COMMANDS[args.command](args)
+    except (StateError, ConfigError, CertError) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

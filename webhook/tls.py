@@ -1,0 +1,115 @@
+"""The serving TLS context and its hot reload.
+
+cert-manager rewrites a mounted Secret through an atomic symlink swap, which file-event APIs do
+not report reliably, so the pair is polled (as controller-runtime's certwatcher does). A changed
+pair is first loaded into a scratch context; only if that succeeds is it loaded into the live
+context, which affects new handshakes while connections in flight keep their session. An
+unreadable or mismatched pair keeps the last good one, is logged, and is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import ssl
+import tempfile
+from pathlib import Path
+
+from webhook.metrics import Metrics
+
+log = logging.getLogger("catalog_warden.tls")
+
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+
+
+class CertError(Exception):
+    """A certificate or key that cannot be used; the message names the path."""
+
+
+def _new_context(client_ca: Path | None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if client_ca is not None:
+        try:
+            ctx.load_verify_locations(cafile=str(client_ca))
+        except (OSError, ssl.SSLError) as exc:
+            raise CertError(f"cannot load client CA {client_ca}: {exc}") from None
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+class ReloadingContext:
+    """An SSLContext whose certificate pair follows the files in ``cert_dir``."""
+
+    def __init__(self, cert_dir: Path, client_ca: Path | None = None, metrics: Metrics | None = None) -> None:
+        self.cert_dir = cert_dir
+        self.cert_path = cert_dir / CERT_FILE
+        self.key_path = cert_dir / KEY_FILE
+        self._client_ca = client_ca
+        self._metrics = metrics
+        self.context = _new_context(client_ca)
+        self._fingerprint = ""
+        pair = self._read()
+        self._load(self.context, *pair)
+        self._fingerprint = _digest(*pair)
+
+    def _read(self) -> tuple[bytes, bytes]:
+        try:
+            return self.cert_path.read_bytes(), self.key_path.read_bytes()
+        except OSError as exc:
+            raise CertError(f"cannot read {exc.filename}: {exc.strerror}") from None
+
+    def _load(self, ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+        # load_cert_chain only takes paths; stage the exact bytes we fingerprinted so a second
+        # swap between read and load cannot pair one generation's cert with another's key.
+        with tempfile.TemporaryDirectory(prefix="catalog-warden-tls-") as tmp:
+            c, k = Path(tmp, CERT_FILE), Path(tmp, KEY_FILE)
+            c.write_bytes(cert)
+            k.write_bytes(key)
+            try:
+                ctx.load_cert_chain(certfile=str(c), keyfile=str(k))
+            except (OSError, ssl.SSLError) as exc:
+                raise CertError(f"cannot load the pair {self.cert_path} / {self.key_path}: {exc}") from None
+
+    def reload(self) -> bool:
+        """Load the pair if it changed. True when a new pair is now served."""
+        try:
+            pair = self._read()
+        except CertError as exc:
+            return self._reject(str(exc), "")
+        fingerprint = _digest(*pair)
+        if fingerprint == self._fingerprint:
+            return False
+        try:
+            self._load(_new_context(self._client_ca), *pair)  # scratch: proves the pair is usable
+            self._load(self.context, *pair)
+        except CertError as exc:
+            return self._reject(str(exc), fingerprint)
+        self._fingerprint = fingerprint
+        log.info("serving certificate reloaded", extra={"fields": {"path": str(self.cert_path)}})
+        if self._metrics is not None:
+            self._metrics.cert_reloads.inc()
+        return True
+
+    def _reject(self, why: str, fingerprint: str) -> bool:
+        if fingerprint and fingerprint == getattr(self, "_rejected", None):
+            return False  # already reported this broken generation
+        self._rejected = fingerprint
+        log.error("certificate reload failed; keeping the last good pair", extra={"fields": {"error": why}})
+        if self._metrics is not None:
+            self._metrics.cert_reload_errors.inc()
+        return False
+
+    async def watch(self, interval: float, stop: asyncio.Event) -> None:
+        """Poll every ``interval`` seconds until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+            except TimeoutError:
+                self.reload()
+
+
+def _digest(cert: bytes, key: bytes) -> str:
+    return hashlib.sha256(cert + b"\0" + key).hexdigest()
