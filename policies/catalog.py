@@ -1,39 +1,37 @@
 """Catalog family (solar.opendefense.cloud): creation follows the registry, deletion follows intent.
 
 Every rule about Component, ComponentVersion, Release, Target, Registry, RegistryBinding,
-ReleaseBinding and ReferenceGrant lives here (DESIGN.md section 5, "Catalog").
+ReleaseBinding and ReferenceGrant is registered in ``RULES`` here (DESIGN.md section 5,
+"Catalog"). The Release rules live in this module; the others by theme beside it:
+``catalog_deletion`` (deletion follows intent), ``catalog_registry`` (credentials and bindings),
+``catalog_refs`` (reference keys, indexes, ReferenceGrants) and ``catalog_labels`` (the mutation).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from policies.decision import Decision, allow, deny
-from policies.kinds import CATALOG_KINDS, COMPONENT_VERSION, RELEASE
-from policies.model import AdmissionRequest, Obj, Operation
-from policies.objects import condition, dig, is_terminating, namespace_of
+from policies import catalog_deletion, catalog_labels, catalog_refs, catalog_registry
+from policies.catalog_refs import (
+    INDEXES,
+    RELEASES_BY_COMPONENT_VERSION,
+    release_component_version_key,
+    split_key,
+)
+from policies.decision import Decision, allow, deny, invalid
+from policies.kinds import (
+    CATALOG_KINDS,
+    COMPONENT,
+    COMPONENT_VERSION,
+    REGISTRY,
+    REGISTRY_BINDING,
+    RELEASE,
+    RELEASE_BINDING,
+    TARGET,
+)
+from policies.model import AdmissionRequest, Operation
+from policies.objects import condition, dig, is_terminating
 from policies.rules import Context, Family, Rule
 
 AVAILABLE = "Available"
-
-# --- indexes -------------------------------------------------------------------------------------
-
-RELEASES_BY_COMPONENT_VERSION = "componentVersion"
-
-
-def release_component_version_key(release: Obj) -> str:
-    """``namespace/name`` of the ComponentVersion a Release references (namespace defaults to its own)."""
-    ref = dig(release, "spec", "componentVersionRef", default={})
-    ns = ref.get("namespace") or namespace_of(release)
-    return f"{ns}/{ref.get('name', '')}"
-
-
-def _releases_by_cv(release: Obj) -> Iterable[str]:
-    if dig(release, "spec", "componentVersionRef", "name"):
-        yield release_component_version_key(release)
-
-
-INDEXES = {RELEASE: {RELEASES_BY_COMPONENT_VERSION: _releases_by_cv}}
 
 # --- Release: bind only to an available ComponentVersion ------------------------------------------
 
@@ -58,7 +56,7 @@ def release_binding(req: AdmissionRequest, ctx: Context) -> Decision:
     key = release_component_version_key(release)
     if req.operation is Operation.UPDATE and key == release_component_version_key(req.old_object or {}):
         return allow()
-    ns, _, name = key.partition("/")
+    ns, name = split_key(key)
     cv = ctx.view.get(COMPONENT_VERSION, name, ns)
     if cv is None:
         return allow(WARN_CV_NOT_FOUND.format(cv=key))
@@ -82,6 +80,79 @@ def release_binding(req: AdmissionRequest, ctx: Context) -> Decision:
     return allow()
 
 
-RULES = (Rule("catalog.release-binding", RELEASE, frozenset({Operation.CREATE, Operation.UPDATE}), release_binding),)
+# --- Release: spec.uniqueName is immutable once set ----------------------------------------------
+
+MSG_UNIQUE_NAME_IMMUTABLE = (
+    'spec.uniqueName is immutable once set (was "{old}", now "{new}"); '
+    "create a new Release to deploy under another uniqueName"
+)
+
+
+def release_unique_name(req: AdmissionRequest, ctx: Context) -> Decision:
+    """``spec.uniqueName`` keys the deployment on every Target: changing it would orphan the old one.
+
+    Setting it the first time is allowed (unlike the aggregated SolAr API, which refuses any change).
+    """
+    old = dig(req.old_object, "spec", "uniqueName", default="")
+    new = dig(req.object, "spec", "uniqueName", default="")
+    if old and new != old:
+        return invalid(MSG_UNIQUE_NAME_IMMUTABLE.format(old=old, new=new))
+    return allow()
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+WRITES = frozenset({Operation.CREATE, Operation.UPDATE})
+CREATE = frozenset({Operation.CREATE})
+UPDATE = frozenset({Operation.UPDATE})
+DELETE = frozenset({Operation.DELETE})
+
+RULES = (
+    Rule("catalog.release-binding", RELEASE, WRITES, release_binding),
+    Rule("catalog.release-unique-name", RELEASE, UPDATE, release_unique_name, needs_view=False),
+    Rule("catalog.release-reference-grant", RELEASE, WRITES, catalog_refs.reference_grant),
+    Rule("catalog.releasebinding-reference-grant", RELEASE_BINDING, WRITES, catalog_refs.reference_grant),
+    Rule(
+        "catalog.componentversion-observer-delete",
+        COMPONENT_VERSION,
+        DELETE,
+        catalog_deletion.componentversion_observer_delete,
+        needs_view=False,
+    ),
+    Rule("catalog.componentversion-in-use", COMPONENT_VERSION, DELETE, catalog_deletion.componentversion_in_use),
+    Rule("catalog.component-in-use", COMPONENT, DELETE, catalog_deletion.component_in_use),
+    Rule("catalog.registry-fields", REGISTRY, WRITES, catalog_registry.registry_fields, needs_view=False),
+    Rule("catalog.registry-hostname-ambiguous", REGISTRY, WRITES, catalog_registry.registry_hostname_ambiguous),
+    Rule("catalog.target-render-registry", TARGET, WRITES, catalog_registry.target_render_registry),
+    Rule("catalog.target-reference-grant", TARGET, WRITES, catalog_refs.reference_grant),
+    Rule("catalog.registrybinding-ambiguous", REGISTRY_BINDING, WRITES, catalog_registry.registrybinding_ambiguous),
+    Rule("catalog.registrybinding-reference-grant", REGISTRY_BINDING, WRITES, catalog_refs.reference_grant),
+    Rule(
+        "catalog.componentversion-component-label",
+        COMPONENT_VERSION,
+        CREATE,
+        catalog_labels.componentversion_component_label,
+        mutating=True,
+        needs_view=False,
+    ),
+)
+"""Every catalog rule. Validating rules of one request all run; mutating ones run in this order."""
 
 FAMILY = Family("catalog", CATALOG_KINDS, RULES, INDEXES)
+
+__all__ = [
+    "AVAILABLE",
+    "FAMILY",
+    "INDEXES",
+    "MSG_CV_TERMINATING",
+    "MSG_CV_UNAVAILABLE",
+    "MSG_UNIQUE_NAME_IMMUTABLE",
+    "RELEASES_BY_COMPONENT_VERSION",
+    "RULES",
+    "WARN_CV_NOT_FOUND",
+    "WARN_CV_UNCHECKED",
+    "WARN_CV_UNKNOWN",
+    "release_binding",
+    "release_component_version_key",
+    "release_unique_name",
+]

@@ -1,0 +1,203 @@
+"""References between catalog objects: their keys, the reverse indexes, and ReferenceGrants.
+
+Every catalog reference is ``{name, namespace?}`` where an empty namespace means the
+referencing object's own (``ObjectReference`` in the SolAr API), or ``{name}`` for references
+that must stay in the same namespace (``LocalObjectReference``). Rules and indexes compute the
+``namespace/name`` key the same way through :func:`ref_key`, so an index lookup and a message
+always agree on what is referenced.
+
+A cross-namespace reference resolves only when a ReferenceGrant in the referenced object's
+namespace admits it (ADR-012). The SolAr controllers match grants by group, kind and the
+referencing namespace; :func:`is_granted` does exactly that, nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from policies.decision import Decision, allow
+from policies.kinds import (
+    COMPONENT_VERSION,
+    REFERENCE_GRANT,
+    REGISTRY,
+    REGISTRY_BINDING,
+    RELEASE,
+    RELEASE_BINDING,
+    SOLAR,
+    TARGET,
+)
+from policies.model import AdmissionRequest, GroupKind, Obj, Operation
+from policies.objects import dig, is_terminating, labels_of, name_of, namespace_of, ref_of
+from policies.rules import Context
+from policies.view import IndexFn, View
+
+COMPONENT_LABEL = "solar.opendefense.cloud/component"
+"""Label discovery puts on a ComponentVersion: the name of its parent Component."""
+
+
+def ref_key(obj: Obj | None, *path: str, local: bool = False) -> str:
+    """``namespace/name`` of the reference at ``path`` in ``obj``; ``""`` when it names nothing.
+
+    The namespace defaults to ``obj``'s own; ``local=True`` ignores any namespace given (a
+    LocalObjectReference always stays in the referencing object's namespace).
+    """
+    ref = dig(obj, *path, default={})
+    if not isinstance(ref, Mapping) or not ref.get("name"):
+        return ""
+    ns = namespace_of(obj) if local else (ref.get("namespace") or namespace_of(obj))
+    return f"{ns}/{ref['name']}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``(namespace, name)`` of a ``namespace/name`` key."""
+    ns, _, name = key.partition("/")
+    return ns, name
+
+
+def request_key(req: AdmissionRequest) -> str:
+    """``namespace/name`` of the request's own object (the name may be empty under generateName)."""
+    return f"{req.namespace}/{req.name or name_of(req.subject)}"
+
+
+def reference_changed(req: AdmissionRequest, *path: str, local: bool = False) -> bool:
+    """True on CREATE, or on UPDATE when the reference at ``path`` now names another object.
+
+    Reference checks run only then: an unchanged reference is never re-judged, so controllers
+    adding finalizers to existing objects are never blocked by the state of what they reference.
+    """
+    if req.operation is not Operation.UPDATE:
+        return True
+    return ref_key(req.object, *path, local=local) != ref_key(req.old_object, *path, local=local)
+
+
+def live(objs: Iterable[Obj]) -> list[Obj]:
+    """The objects not being deleted, sorted by ``namespace/name`` so messages are deterministic."""
+    return sorted((o for o in objs if not is_terminating(o)), key=ref_of)
+
+
+def name_some(objs: Sequence[Obj], limit: int) -> str:
+    """``a/x, a/y`` or, past ``limit``, ``a/x, a/y and 3 more``: a denial names a few, counts all."""
+    shown = ", ".join(ref_of(o) for o in objs[:limit])
+    rest = len(objs) - limit
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
+# --- indexes ---------------------------------------------------------------------------------
+
+RELEASES_BY_COMPONENT_VERSION = "componentVersion"
+REGISTRY_BINDINGS_BY_TARGET = "target"
+REGISTRY_BINDINGS_BY_REGISTRY = "registry"
+COMPONENT_VERSIONS_BY_COMPONENT = "component"
+
+
+def release_component_version_key(release: Obj) -> str:
+    """``namespace/name`` of the ComponentVersion a Release references (namespace defaults to its own)."""
+    ref = dig(release, "spec", "componentVersionRef", default={})
+    ns = ref.get("namespace") or namespace_of(release)
+    return f"{ns}/{ref.get('name', '')}"
+
+
+def _releases_by_cv(release: Obj) -> Iterable[str]:
+    if dig(release, "spec", "componentVersionRef", "name"):
+        yield release_component_version_key(release)
+
+
+def _bindings_by_target(binding: Obj) -> Iterable[str]:
+    key = ref_key(binding, "spec", "targetRef")
+    if key:
+        yield key
+
+
+def _bindings_by_registry(binding: Obj) -> Iterable[str]:
+    key = ref_key(binding, "spec", "registryRef", local=True)
+    if key:
+        yield key
+
+
+def component_key(cv: Obj) -> str:
+    """The parent Component of a ComponentVersion: ``spec.componentRef``, else discovery's label."""
+    key = ref_key(cv, "spec", "componentRef", local=True)
+    if key:
+        return key
+    label = labels_of(cv).get(COMPONENT_LABEL, "")
+    return f"{namespace_of(cv)}/{label}" if label else ""
+
+
+def _cvs_by_component(cv: Obj) -> Iterable[str]:
+    key = component_key(cv)
+    if key:
+        yield key
+
+
+INDEXES: Mapping[GroupKind, Mapping[str, IndexFn]] = {
+    RELEASE: {RELEASES_BY_COMPONENT_VERSION: _releases_by_cv},
+    REGISTRY_BINDING: {
+        REGISTRY_BINDINGS_BY_TARGET: _bindings_by_target,
+        REGISTRY_BINDINGS_BY_REGISTRY: _bindings_by_registry,
+    },
+    COMPONENT_VERSION: {COMPONENT_VERSIONS_BY_COMPONENT: _cvs_by_component},
+}
+
+
+# --- ReferenceGrants -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GrantedReference:
+    """A reference field that may cross namespaces only with a ReferenceGrant (ADR-012)."""
+
+    path: tuple[str, ...]
+    to: GroupKind
+
+
+GRANTED_REFERENCES: Mapping[GroupKind, GrantedReference] = {
+    RELEASE: GrantedReference(("spec", "componentVersionRef"), COMPONENT_VERSION),
+    TARGET: GrantedReference(("spec", "renderRegistryRef"), REGISTRY),
+    RELEASE_BINDING: GrantedReference(("spec", "targetRef"), TARGET),
+    REGISTRY_BINDING: GrantedReference(("spec", "targetRef"), TARGET),
+}
+"""The From/To pairs of the SolAr controllers, keyed by the referencing kind."""
+
+WARN_NOT_GRANTED = (
+    "no ReferenceGrant in {to_ns} admits {from_kind} from {from_ns} to {to_kind} {to_name}; it will not resolve"
+)
+
+
+def _entries(grant: Obj, side: str) -> Iterable[Mapping[str, str]]:
+    return (e for e in dig(grant, "spec", side, default=()) if isinstance(e, Mapping))
+
+
+def is_granted(view: View, source: GroupKind, source_ns: str, target: GroupKind, target_ns: str) -> bool:
+    """True when a ReferenceGrant in ``target_ns`` admits ``source`` objects of ``source_ns``."""
+    for grant in view.list(REFERENCE_GRANT, namespace=target_ns):
+        from_ok = any(
+            e.get("group") == SOLAR and e.get("kind") == source.kind and e.get("namespace") == source_ns
+            for e in _entries(grant, "from")
+        )
+        to_ok = any(e.get("group") == SOLAR and e.get("kind") == target.kind for e in _entries(grant, "to"))
+        if from_ok and to_ok:
+            return True
+    return False
+
+
+def reference_grant(req: AdmissionRequest, ctx: Context) -> Decision:
+    """Warn when a new or changed cross-namespace reference has no ReferenceGrant to resolve it.
+
+    A warning, not a denial: the grant may be applied right after (GitOps order), and the
+    controllers report ``NotGranted`` in status until it is. Same-namespace references need none.
+    """
+    spec = GRANTED_REFERENCES[req.kind]
+    if not reference_changed(req, *spec.path):
+        return allow()
+    key = ref_key(req.object, *spec.path)
+    to_ns, to_name = split_key(key)
+    if not key or to_ns == req.namespace:
+        return allow()
+    if is_granted(ctx.view, req.kind, req.namespace, spec.to, to_ns):
+        return allow()
+    return allow(
+        WARN_NOT_GRANTED.format(
+            to_ns=to_ns, from_kind=req.kind.kind, from_ns=req.namespace, to_kind=spec.to.kind, to_name=to_name
+        )
+    )
