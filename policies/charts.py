@@ -125,9 +125,10 @@ MSG_VERSION_UNUSABLE = (
 )
 DETAIL_UNRESOLVED = "the repository catalog has not resolved it yet"
 """An OCI entry with neither a media type nor a reason: recorded before verdicts existed."""
-WARN_CHART_NOT_INDEXED = "HelmClusterAddonChart {chart} not indexed yet: version {version} unchecked"
-WARN_CHART_NOT_INDEXED_LATEST = "HelmClusterAddonChart {chart} not indexed yet: no version to install yet"
-WARN_NO_USABLE_VERSION = "HelmClusterAddonChart {chart} has no usable version: the addon waits for one"
+WARN_CHART_NOT_INDEXED = "HelmClusterAddonChart {chart} not indexed yet, {version} unchecked"
+WARN_CHART_NOT_INDEXED_LATEST = "HelmClusterAddonChart {chart} not indexed yet, nothing to install"
+WARN_NO_USABLE_VERSION = "HelmClusterAddonChart {chart} has no usable version yet"
+# Chart object names are at most 60 characters (B5), so these fit the 120-character warning limit.
 
 
 def chart_object_name(ref: Mapping[str, Any]) -> str:
