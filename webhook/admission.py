@@ -68,7 +68,8 @@ def parse_review(body: bytes) -> AdmissionRequest:
     if kind != "AdmissionReview" or api_version != ADMISSION_V1:
         raise WireError(
             400,
-            f"unsupported apiVersion/kind {api_version}/{kind}: only {ADMISSION_V1} AdmissionReview is served",
+            f"unsupported apiVersion {api_version or '(none)'} kind {kind or '(none)'}: "
+            f"only {ADMISSION_V1} AdmissionReview is served",
         )
     req = review.get("request")
     if not isinstance(req, dict):
@@ -76,10 +77,13 @@ def parse_review(body: bytes) -> AdmissionRequest:
     return normalize(req)
 
 
+_TYPE_NAMES = {str: "a string", dict: "an object"}
+
+
 def _field(req: Mapping[str, Any], name: str, typ: type) -> Any:
     value = req.get(name)
     if not isinstance(value, typ) or not value:
-        raise WireError(400, f"AdmissionReview request.{name} is missing or not a {typ.__name__}")
+        raise WireError(400, f"AdmissionReview request.{name} is missing or not {_TYPE_NAMES[typ]}")
     return value
 
 

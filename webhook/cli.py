@@ -68,7 +68,7 @@ def _fail(message: str) -> NoReturn:
 
 def _cmd_serve(args: argparse.Namespace) -> None:
     from webhook import logs
-    from webhook.server import ServeSettings, serve
+    from webhook.server import ServeSettings, Warden
 
     logs.setup(args.log_level)
     for flag, path in (("--cert-dir", args.cert_dir),):
@@ -87,7 +87,7 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         client_ca=args.client_ca,
         cert_poll_seconds=args.cert_poll_seconds,
     )
-    asyncio.run(serve(settings, lambda: view, config))
+    asyncio.run(Warden(settings, lambda: view, config).run())
 
 
 def _cmd_certs(args: argparse.Namespace) -> None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
 
 from policies.config import PolicyConfig
+from policies.families import TABLES
+from policies.rules import RuleTable
 from policies.view import View
 from webhook.admission import Admission
 from webhook.app import create_app, create_probe_app
@@ -53,52 +55,67 @@ def _convert_fn() -> Callable | None:
     return convert_review
 
 
-async def serve(settings: ServeSettings, view: Callable[[], View], config: PolicyConfig) -> None:
-    metrics = Metrics()
-    tls = ReloadingContext(settings.cert_dir, settings.client_ca, metrics)
-    admission = Admission(view, config, metrics)
-    app = create_app(admission, metrics, _convert_fn())
-    main_config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        ssl_context_factory=lambda _config, _default: tls.context,
-        log_config=None,
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=10,
-    )
-    main = uvicorn.Server(main_config)
+class Warden:
+    """The webhook server: both listeners, the certificate watcher, and the shared metrics.
 
-    def ready() -> tuple[bool, str]:
-        if not main.started:
+    ``run()`` serves until ``stop()`` is called or a signal arrives. ``tables`` is the rule
+    table set (the default is every family; tests may pass their own).
+    """
+
+    def __init__(
+        self,
+        settings: ServeSettings,
+        view: Callable[[], View],
+        config: PolicyConfig,
+        tables: Mapping[str, RuleTable] = TABLES,
+    ) -> None:
+        self.settings = settings
+        self.view = view
+        self.metrics = Metrics()
+        self.tls = ReloadingContext(settings.cert_dir, settings.client_ca, self.metrics)
+        admission = Admission(view, config, self.metrics, tables=tables)
+        self.main = uvicorn.Server(
+            uvicorn.Config(
+                create_app(admission, self.metrics, _convert_fn()),
+                host=settings.host,
+                port=settings.port,
+                ssl_context_factory=lambda _config, _default: self.tls.context,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=10,
+            )
+        )
+        self.probe = _ProbeServer(
+            uvicorn.Config(
+                create_probe_app(self.metrics, self.ready),
+                host=settings.probe_host,
+                port=settings.probe_port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+            )
+        )
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.main.started:
             return False, "TLS listener not started"
-        if not view().synced:
+        if not self.view().synced:
             return False, "cluster state not synced"
         return True, "ok"
 
-    probe = _ProbeServer(
-        uvicorn.Config(
-            create_probe_app(metrics, ready),
-            host=settings.probe_host,
-            port=settings.probe_port,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-        )
-    )
-    stop = asyncio.Event()
-    watcher = asyncio.create_task(tls.watch(settings.cert_poll_seconds, stop))
-    probe_task = asyncio.create_task(probe.serve())
-    log.info(
-        "serving",
-        extra={
-            "fields": {"port": settings.port, "probe_port": settings.probe_port, "cert_dir": str(settings.cert_dir)}
-        },
-    )
-    try:
-        await main.serve()
-    finally:
-        stop.set()
-        probe.should_exit = True
-        await asyncio.gather(watcher, probe_task, return_exceptions=True)
+    def stop(self) -> None:
+        self.main.should_exit = True
+
+    async def run(self) -> None:
+        stop = asyncio.Event()
+        watcher = asyncio.create_task(self.tls.watch(self.settings.cert_poll_seconds, stop))
+        probe_task = asyncio.create_task(self.probe.serve())
+        s = self.settings
+        log.info("serving", extra={"fields": {"port": s.port, "probe_port": s.probe_port, "cert_dir": str(s.cert_dir)}})
+        try:
+            await self.main.serve()
+        finally:
+            stop.set()
+            self.probe.should_exit = True
+            await asyncio.gather(watcher, probe_task, return_exceptions=True)

@@ -190,4 +190,3 @@ def _token_from(response: httpx.Response, realm: str) -> tuple[str, timedelta]:
         else DEFAULT_TOKEN_LIFETIME
     )
     return token, lifetime
-

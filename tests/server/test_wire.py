@@ -1,0 +1,204 @@
+"""The admission wire contract, over real HTTPS to a real server process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from policies.decision import allow
+from policies.kinds import CATALOG_KINDS, RELEASE
+from policies.model import Operation
+from policies.rules import Family, Rule, RuleTable
+from tests.server.reviews import release, review
+from tests.support.server import Endpoint, ServerThread
+
+DENIED_RED = (
+    "Release team-a/web denied by catalog.release-binding: ComponentVersion team-a/ocm-demo-v1.1.0 is "
+    "Available=False (ArtifactMissing) since 2026-11-28T10:15:00Z: manifest not found after 3 checks; "
+    "bind the Release to an available version"
+)
+
+
+def post(server: Endpoint, path: str, body: object, **headers: str) -> httpx.Response:
+    with server.client() as c:
+        return c.post(path, json=body, headers=headers)
+
+
+def test_create_round_trip_denies_red_and_echoes_uid(server: Endpoint) -> None:
+    body = review("CREATE", release("ocm-demo-v1.1.0"), uid="uid-create")
+    r = post(server, "/validate/catalog", body)
+    assert r.status_code == 200
+    assert r.json() == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": "uid-create",
+            "allowed": False,
+            "status": {"code": 403, "message": DENIED_RED, "reason": "Forbidden"},
+        },
+    }
+
+
+def test_update_with_unchanged_binding_to_red_passes(server: Endpoint) -> None:
+    old = release("ocm-demo-v1.1.0")
+    new = release("ocm-demo-v1.1.0", targetNamespace="elsewhere")
+    r = post(server, "/validate/catalog", review("UPDATE", new, old, uid="uid-update"))
+    assert r.json()["response"] == {"uid": "uid-update", "allowed": True}
+
+
+def test_update_rebinding_to_red_is_denied(server: Endpoint) -> None:
+    old = release("ocm-demo-v1.2.0")
+    new = release("ocm-demo-v1.1.0")
+    r = post(server, "/validate/catalog", review("UPDATE", new, old))
+    assert r.json()["response"]["status"]["message"] == DENIED_RED
+
+
+def test_delete_round_trip_has_no_patch(server: Endpoint) -> None:
+    r = post(server, "/mutate/catalog", review("DELETE", None, release("ocm-demo-v1.1.0"), uid="uid-delete"))
+    assert r.json()["response"] == {"uid": "uid-delete", "allowed": True}
+
+
+def test_dry_run_answers_like_any_other(server: Endpoint) -> None:
+    r = post(server, "/validate/catalog", review("CREATE", release("ocm-demo-v1.1.0"), dry_run=True))
+    assert r.json()["response"]["status"]["message"] == DENIED_RED
+
+
+EIGHT_MIB = (
+    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","pad":"'
+    + (b"a" * (8 * 1024 * 1024))
+    + b'"}}'
+)
+
+MALFORMED = [
+    ("empty body", b"", "application/json", "/validate/catalog", 400,
+     "empty body: expected an admission.k8s.io/v1 AdmissionReview"),
+    ("not JSON", b"{not json", "application/json", "/validate/catalog", 400,
+     "body is not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    ("JSON array", b"[1, 2]", "application/json", "/validate/catalog", 400,
+     "body is not a JSON object: expected an admission.k8s.io/v1 AdmissionReview"),
+    ("not an AdmissionReview", b'{"apiVersion": "v1", "kind": "Pod"}', "application/json", "/validate/catalog", 400,
+     "unsupported apiVersion v1 kind Pod: only admission.k8s.io/v1 AdmissionReview is served"),
+    ("no request", b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "application/json",
+     "/validate/catalog", 400, "AdmissionReview has no request"),
+    ("missing uid",
+     json.dumps({**review("CREATE", release("x")), "request": {**review("CREATE", release("x"))["request"],
+                                                              "uid": ""}}).encode(),
+     "application/json", "/validate/catalog", 400, "AdmissionReview request.uid is missing or not a string"),
+    ("v1beta1", json.dumps({**review("CREATE", release("x")), "apiVersion": "admission.k8s.io/v1beta1"}).encode(),
+     "application/json", "/validate/catalog", 400,
+     "unsupported apiVersion admission.k8s.io/v1beta1 kind AdmissionReview: "
+     "only admission.k8s.io/v1 AdmissionReview is served"),
+    ("8 MiB body", EIGHT_MIB, "application/json", "/validate/catalog", 413,
+     f"request body of {len(EIGHT_MIB)} bytes exceeds the limit of 7340032 bytes"),
+    ("wrong content type", json.dumps(review("CREATE", release("x"))).encode(), "text/plain", "/validate/catalog",
+     415, "unsupported content type 'text/plain': expected application/json"),
+    ("unknown family", json.dumps(review("CREATE", release("x"))).encode(), "application/json", "/validate/pods",
+     404, "unknown rule family 'pods': expected catalog, packages or charts"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "ctype", "path", "status", "message"), [m[1:] for m in MALFORMED],
+                         ids=[m[0] for m in MALFORMED])  # fmt: skip
+def test_malformed_input(server: Endpoint, body: bytes, ctype: str, path: str, status: int, message: str) -> None:
+    with server.client() as c:
+        r = c.post(path, content=body, headers={"Content-Type": ctype})
+    assert (r.status_code, r.json()["message"]) == (status, message)
+    assert r.json()["kind"] == "Status"
+
+
+def test_chunked_body_over_the_limit_is_refused_without_reading_it_all(server: Endpoint) -> None:
+    def chunks():
+        yield EIGHT_MIB[: 4 * 1024 * 1024]
+        yield EIGHT_MIB[4 * 1024 * 1024 :]
+
+    with server.client() as c:
+        r = c.post("/validate/catalog", content=chunks(), headers={"Content-Type": "application/json"})
+    assert (r.status_code, r.json()["message"]) == (413, "request body exceeds the limit of 7340032 bytes")
+
+
+def test_unknown_kind_is_allowed_with_a_warning(server: Endpoint) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"}}
+    r = post(server, "/validate/catalog", review("CREATE", pod, group="", version="v1", kind="Pod", uid="u-pod"))
+    assert r.json()["response"] == {
+        "uid": "u-pod",
+        "allowed": True,
+        "warnings": ["catalog-warden: Pod is not guarded by the catalog rules; admitted"],
+    }
+
+
+def test_known_kind_without_rules_simply_passes(server: Endpoint) -> None:
+    cv = {"apiVersion": "solar.opendefense.cloud/v1alpha1", "kind": "ReferenceGrant",
+          "metadata": {"name": "g", "namespace": "team-a"}}  # fmt: skip
+    r = post(server, "/validate/packages", review("CREATE", cv, kind="ReferenceGrant", uid="u-rg"))
+    assert r.json()["response"]["allowed"] is True
+
+
+def test_metrics_count_requests_by_path_family_operation_and_decision(server: Endpoint) -> None:
+    name = 'catalog_warden_admission_requests_total{allowed="false",code="403",family="catalog",operation="CREATE"'
+    before = server.metric(name)
+    post(server, "/validate/catalog", review("CREATE", release("ocm-demo-v1.1.0")))
+    text = httpx.get(f"{server.probe_url}/metrics").text
+    line = next(x for x in text.splitlines() if x.startswith(name))
+    assert float(line.rsplit(" ", 1)[1]) == before + 1
+    assert 'catalog_warden_admission_duration_seconds_bucket{family="catalog",le="0.005"' in text
+
+
+def test_probes(server: Endpoint) -> None:
+    assert httpx.get(f"{server.probe_url}/healthz").text == "ok"
+    assert httpx.get(f"{server.probe_url}/readyz").status_code == 200
+
+
+# --- a rule that raises, a slow-to-sync view, warnings and patches: in-process with custom tables ---
+
+
+def _boom(req, ctx):
+    raise RuntimeError("kaboom")
+
+
+def _long_warning(req, ctx):
+    return allow("w" * 300, "short", "short")
+
+
+def _tables() -> dict[str, RuleTable]:
+    fam = Family(
+        "catalog",
+        CATALOG_KINDS,
+        (
+            Rule("test.warns", RELEASE, frozenset({Operation.UPDATE}), _long_warning, needs_view=False),
+            Rule("test.raises", RELEASE, frozenset({Operation.CREATE}), _boom, needs_view=False),
+        ),
+    )
+    return {"catalog": RuleTable.build(fam)}
+
+
+@pytest.fixture(scope="module")
+def custom(certs: Path):
+    with ServerThread(certs, tables=_tables()) as endpoint:
+        yield endpoint
+
+
+def test_rule_that_raises_is_a_500_denial_and_the_server_keeps_serving(custom: Endpoint) -> None:
+    before = custom.metric("catalog_warden_rule_errors_total")
+    r = post(custom, "/validate/catalog", review("CREATE", release("a"), uid="u-boom"))
+    assert r.status_code == 200
+    assert r.json()["response"] == {
+        "uid": "u-boom",
+        "allowed": False,
+        "status": {
+            "code": 500,
+            "message": "Release team-a/web: internal error in rule test.raises: RuntimeError: kaboom",
+            "reason": "InternalError",
+        },
+    }
+    assert custom.metric("catalog_warden_rule_errors_total") == before + 1
+    again = post(custom, "/validate/catalog", review("UPDATE", release("a"), release("a")))
+    assert again.json()["response"]["allowed"] is True
+
+
+def test_warnings_are_cut_to_120_characters_and_deduplicated(custom: Endpoint) -> None:
+    r = post(custom, "/validate/catalog", review("UPDATE", release("a"), release("a")))
+    assert r.json()["response"]["warnings"] == ["w" * 119 + "…", "short"]
+    assert all(len(w) <= 120 for w in r.json()["response"]["warnings"])
