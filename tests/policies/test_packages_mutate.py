@@ -204,3 +204,11 @@ def test_update_never_re_adds_defaults() -> None:
     """Defaults are a CREATE matter; an UPDATE without the finalizer is the controller's business."""
     req = request(Operation.UPDATE, revision("Proposed"), revision("Draft"))
     assert patches(req, context(repository())) == []
+
+
+def test_a_present_publisher_is_kept_and_left_for_validation_to_judge() -> None:
+    req = request(Operation.UPDATE, revision("Published", annotations={BY: "bob"}), revision("Proposed"))
+    out, _ = mutate_all(req, context())
+    assert out["metadata"]["annotations"] == {BY: "bob", AT: "2026-11-29T12:30:05Z"}
+    name, _ = validate(again(req, out), context())
+    assert name == "packages.revision-publish-record"
