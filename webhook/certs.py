@@ -74,9 +74,17 @@ def make_ca(
 
 
 def make_serving(
-    ca: Pair, ca_key: ec.EllipticCurvePrivateKey, dns: list[str] | tuple[str, ...], days: int = 365
+    ca: Pair,
+    ca_key: ec.EllipticCurvePrivateKey,
+    dns: list[str] | tuple[str, ...],
+    days: int = 365,
+    client_auth: bool = False,
 ) -> Pair:
-    """A serving certificate for ``dns`` plus localhost and 127.0.0.1, signed by ``ca``."""
+    """A serving certificate for ``dns`` plus localhost and 127.0.0.1, signed by ``ca``.
+
+    ``client_auth`` adds the client-authentication usage, for testing ``--client-ca``.
+    """
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])
     names = list(dict.fromkeys([*dns, *ALWAYS_DNS]))
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     key = _key()
@@ -93,7 +101,7 @@ def make_serving(
         .not_valid_after(now + timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
