@@ -501,6 +501,9 @@ TAKEN_BY_B = (
         ([addon("b", repo=HTTP_REPO)], Operation.CREATE, addon("a"), None, ""),
         # the request's own stored object is not a conflict
         ([addon("a")], Operation.UPDATE, addon("a", version="2.0.0"), addon("a"), ""),
+        # the cache may already hold the request's own object under the new pair (re-evaluation, retries)
+        ([addon("a")], Operation.CREATE, addon("a"), None, ""),
+        ([addon("a")], Operation.UPDATE, addon("a"), addon("a", chart="other"), ""),
         # moving onto a taken chart is denied
         ([addon("b")], Operation.UPDATE, addon("a"), addon("a", chart="other"), TAKEN_BY_B),
         # a pair that does not change is never re-judged (legacy duplicates stay editable)
