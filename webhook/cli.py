@@ -23,6 +23,7 @@ from webhook.certs import write_dev_certs
 from webhook.config import ConfigError, load_config
 from webhook.state import StateError, load_state
 from webhook.tls import CertError
+from webhook.yamlerrors import describe
 
 PROG = "catalog-warden"
 
@@ -113,7 +114,7 @@ def _cmd_review(args: argparse.Namespace) -> None:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        _fail(f"{args.file} is not JSON or YAML: {exc}".replace("\n", " "))
+        _fail(f"{args.file} is not JSON or YAML: {describe(exc)}")
     if not isinstance(doc, dict) or not isinstance(doc.get("request"), dict):
         _fail(f"{args.file}: not an AdmissionReview with a request")
     view = load_state(args.state) if args.state else MemoryView()

@@ -8,6 +8,7 @@ import yaml
 from pydantic import ValidationError
 
 from policies.config import PolicyConfig
+from webhook.yamlerrors import describe
 
 
 class ConfigError(Exception):
@@ -22,7 +23,7 @@ def load_config(path: Path | None) -> PolicyConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}".replace("\n", " ")) from None
+        raise ConfigError(f"config file {path} is not valid YAML: {describe(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: expected a mapping at the top level")
     try:

@@ -16,6 +16,7 @@ import yaml
 from policies.families import INDEXES
 from policies.model import GroupKind
 from policies.view import MemoryView
+from webhook.yamlerrors import describe
 
 SUFFIXES = {".yaml", ".yml", ".json"}
 
@@ -38,7 +39,7 @@ def _documents(path: Path) -> Iterator[tuple[int, Any]]:
     try:
         yield from enumerate(yaml.safe_load_all(text), start=1)
     except yaml.YAMLError as exc:
-        raise StateError(f"state file {path} is not valid YAML: {exc}".replace("\n", " ")) from None
+        raise StateError(f"state file {path} is not valid YAML: {describe(exc)}") from None
 
 
 def iter_objects(path: Path) -> Iterator[dict[str, Any]]:
