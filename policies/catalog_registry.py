@@ -199,12 +199,12 @@ def _host(registry: Obj | None) -> str:
     return str(dig(registry, "spec", "hostname", default="")).lower()
 
 
-def _same_host_bindings(view: View, target: str, host: str, skip_binding: str, skip_registry: str = "") -> list[Obj]:
-    """Live bindings of ``target`` (sorted) whose Registry has ``host``, but not the skipped ones."""
+def _same_host_bindings(view: View, target: str, host: str, skip_binding: str) -> list[Obj]:
+    """Live bindings of ``target`` but ``skip_binding`` (sorted) whose Registry, as the view has it, has ``host``."""
     found = []
     for other in live(view.indexed(REGISTRY_BINDING, REGISTRY_BINDINGS_BY_TARGET, target)):
         registry_key = ref_key(other, "spec", "registryRef", local=True)
-        if ref_of(other) == skip_binding or not registry_key or registry_key == skip_registry:
+        if ref_of(other) == skip_binding or not registry_key:
             continue
         ns, name = split_key(registry_key)
         if _host(view.get(REGISTRY, name, ns)) == host:
@@ -238,8 +238,9 @@ def registrybinding_ambiguous(req: AdmissionRequest, ctx: Context) -> Decision:
 def registry_hostname_ambiguous(req: AdmissionRequest, ctx: Context) -> Decision:
     """A Registry (re)named to a host another binding of the same Target already uses is ambiguous.
 
-    Runs on CREATE too, since bindings may name a Registry before it exists (GitOps order). Only
-    clashes the new hostname creates count: two bindings to this same Registry are left alone.
+    Runs on CREATE too, since bindings may name a Registry before it exists (GitOps order). The
+    view still holds this Registry's old hostname, so two bindings to this same Registry are not
+    a clash the change creates and are left alone.
     """
     host = _host(req.object)
     if not host or (req.operation is Operation.UPDATE and host == _host(req.old_object)):
@@ -249,7 +250,7 @@ def registry_hostname_ambiguous(req: AdmissionRequest, ctx: Context) -> Decision
         target = ref_key(binding, "spec", "targetRef")
         if not target:
             continue
-        clashes = _same_host_bindings(ctx.view, target, host, ref_of(binding), skip_registry=registry_key)
+        clashes = _same_host_bindings(ctx.view, target, host, ref_of(binding))
         if clashes:
             return deny(
                 MSG_REGISTRY_HOST_AMBIGUOUS.format(
