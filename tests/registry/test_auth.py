@@ -1,0 +1,115 @@
+"""Basic and Bearer token auth against real docker-registry instances (htpasswd, token issuer)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.support.registry import TEST_PASSWORD, TEST_USER, TokenRequest, push_helm_chart
+from webhook.registry import Credentials, RegistryClient, Unauthorized
+
+pytestmark = pytest.mark.anyio
+
+USER = Credentials(TEST_USER, TEST_PASSWORD)
+
+
+class Clock:
+    """A hand-moved clock for token expiry."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_basic_auth_with_the_right_password_answers_and_costs_one_request_once_learned(
+    basic_registry, repo, counting
+):
+    with basic_registry.http() as http:
+        pushed = push_helm_chart(http, repo, "chart", "1.0.0")
+    async with RegistryClient(basic_registry.hostname, plain_http=True, credentials=USER, transport=counting) as client:
+        await client.ping()
+        assert counting.requests == [("GET", "/v2/"), ("GET", "/v2/")]  # challenge, then answered
+        counting.requests.clear()
+        assert (await client.head_manifest(pushed.repository, "1.0.0")).digest == pushed.digest
+        assert await client.tags(pushed.repository) == ["1.0.0"]
+    assert len(counting.requests) == 2
+
+
+@pytest.mark.parametrize("credentials", [None, Credentials(TEST_USER, "wrong")], ids=["anonymous", "wrong-password"])
+async def test_basic_auth_without_valid_credentials_is_unauthorized(basic_registry, credentials, counting):
+    async with RegistryClient(
+        basic_registry.hostname, plain_http=True, credentials=credentials, transport=counting
+    ) as client:
+        with pytest.raises(Unauthorized) as raised:
+            await client.ping()
+    assert raised.value.status == 401
+    assert raised.value.codes == ("UNAUTHORIZED",)
+    assert len(counting.requests) == (1 if credentials is None else 2)
+
+
+async def test_anonymous_bearer_token_pulls_but_cannot_list_the_catalog(token_registry, token_server, repo):
+    with token_registry.http() as http:
+        pushed = push_helm_chart(http, repo, "chart", "1.0.0")
+    token_server.requests.clear()
+    async with RegistryClient(token_registry.hostname, plain_http=True) as client:
+        assert (await client.head_manifest(pushed.repository, "1.0.0")).digest == pushed.digest
+        with pytest.raises(Unauthorized):
+            await client.catalog()
+    assert token_server.requests[0] == TokenRequest(
+        None, token_server.service, (f"repository:{pushed.repository}:pull",)
+    )
+    assert token_server.requests[-1] == TokenRequest(None, token_server.service, ("registry:catalog:*",))
+
+
+async def test_user_bearer_token_lists_the_catalog_and_deletes(token_registry, token_server, repo):
+    with token_registry.http() as http:
+        pushed = push_helm_chart(http, repo, "chart", "1.0.0")
+    async with RegistryClient(token_registry.hostname, plain_http=True, credentials=USER) as client:
+        assert pushed.repository in await client.catalog()
+        await client.delete_manifest(pushed.repository, pushed.digest)
+        assert await client.tags(pushed.repository) == []
+    users = {r.user for r in token_server.requests[-2:]}
+    assert users == {TEST_USER}
+
+
+async def test_wrong_password_at_the_token_server_is_unauthorized(token_registry):
+    async with RegistryClient(
+        token_registry.hostname, plain_http=True, credentials=Credentials(TEST_USER, "wrong")
+    ) as client:
+        with pytest.raises(Unauthorized) as raised:
+            await client.tags("any/repo")
+    assert raised.value.url.startswith(token_registry.auth.realm)
+
+
+async def test_tokens_are_cached_per_scope_until_they_expire(token_registry, token_server, repo, counting, monkeypatch):
+    with token_registry.http() as http:
+        first = push_helm_chart(http, repo, "one", "1.0.0")
+        second = push_helm_chart(http, repo, "two", "1.0.0")
+    clock = Clock()
+    monkeypatch.setattr(token_server, "expires_in", 60)
+    token_server.requests.clear()
+    async with RegistryClient(
+        token_registry.hostname, plain_http=True, credentials=USER, clock=clock, transport=counting
+    ) as client:
+        await client.head_manifest(first.repository, "1.0.0")  # 401, token, retry
+        await client.head_manifest(first.repository, "1.0.0")  # cached token: one request
+        await client.tags(first.repository)  # same scope: one request
+        assert len(token_server.requests) == 1
+        assert len(counting.requests) == 5
+
+        await client.head_manifest(second.repository, "1.0.0")  # another scope: token first, no 401
+        assert [r.scopes for r in token_server.requests] == [
+            (f"repository:{first.repository}:pull",),
+            (f"repository:{second.repository}:pull",),
+        ]
+        assert len(counting.requests) == 7
+
+        clock.now += timedelta(seconds=54)  # inside the lifetime minus the 5 s margin
+        await client.head_manifest(first.repository, "1.0.0")
+        assert len(token_server.requests) == 2
+        clock.now += timedelta(seconds=1)  # 55 s: within the margin, fetched again
+        await client.head_manifest(first.repository, "1.0.0")
+        assert len(token_server.requests) == 3
