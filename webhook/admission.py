@@ -26,6 +26,7 @@ import jsonpatch
 from policies.config import PolicyConfig
 from policies.decision import Decision, allow, deny
 from policies.families import TABLES
+from policies.identity import is_cluster_cleanup
 from policies.model import AdmissionRequest, GroupKind, Operation, UserInfo
 from policies.rules import Context, Rule, RuleTable
 from policies.view import View
@@ -178,6 +179,10 @@ class Admission:
             return Verdict(allow())
         if req.kind not in table.family.kinds:
             return Verdict(allow(f"catalog-warden: {req.kind} is not guarded by the {family} rules; admitted"))
+        if req.operation is Operation.DELETE and is_cluster_cleanup(req.user):
+            # DESIGN.md section 4: blocking them leaves owners and namespaces stuck Terminating,
+            # so no rule (and no unsynced cache) may refuse their deletes.
+            return Verdict(allow())
         rules = table.lookup(mutating, req.kind, req.operation, req.sub_resource)
         if not rules:
             return Verdict(allow())

@@ -57,7 +57,8 @@ ERRORS = [
     (("review", "examples/reviews/release-create-denied.json", "--state", "/nonexistent/state"), 1,
      "catalog-warden: error: state directory /nonexistent/state does not exist"),
     (("review", "pyproject.toml"), 1,
-     "catalog-warden: error: pyproject.toml is not JSON or YAML: line 2 column 1: expected '<document start>', but found '<scalar>'"),
+     "catalog-warden: error: pyproject.toml is not JSON or YAML: line 2 column 1: "
+     "expected '<document start>', but found '<scalar>'"),
     (("review", "manifests/webhooks/kustomization.yaml"), 1,
      "catalog-warden: error: manifests/webhooks/kustomization.yaml: not an AdmissionReview with a request"),
     (("certs",), 2, "catalog-warden certs: error: the following arguments are required: --out"),

@@ -202,3 +202,59 @@ def test_warnings_are_cut_to_120_characters_and_deduplicated(custom: Endpoint) -
     r = post(custom, "/validate/catalog", review("UPDATE", release("a"), release("a")))
     assert r.json()["response"]["warnings"] == ["w" * 119 + "…", "short"]
     assert all(len(w) <= 120 for w in r.json()["response"]["warnings"])
+
+
+def _needs_cache(req, ctx):
+    return allow()
+
+
+@pytest.fixture(scope="module")
+def unsynced(certs: Path):
+    from policies.view import MemoryView
+
+    fam = Family("catalog", CATALOG_KINDS, (Rule("test.needs-cache", RELEASE, frozenset(Operation), _needs_cache),))
+    view = MemoryView(synced=False)
+    server = ServerThread(certs, view=view, tables={"catalog": RuleTable.build(fam)})
+    server.endpoint  # noqa: B018 - ports are chosen in the constructor
+    server.thread.start()
+    from tests.support.server import wait_until
+
+    # /readyz stays 503 while the view is unsynced; wait for the listener itself instead.
+    wait_until(lambda: _answers(server.endpoint), what="listener")
+    yield server.endpoint, view
+    server.__exit__()
+
+
+def _answers(ep: Endpoint) -> bool:
+    try:
+        return httpx.get(f"{ep.probe_url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_unsynced_cache_fails_closed_with_503_and_readyz_says_why(unsynced) -> None:
+    ep, _view = unsynced
+    r = post(ep, "/validate/catalog", review("CREATE", release("a"), uid="u-503"))
+    assert r.json()["response"]["status"] == {
+        "code": 503,
+        "message": "Release team-a/web denied by test.needs-cache: cluster state is not synced yet, "
+        "so test.needs-cache cannot decide; retry shortly",
+        "reason": "ServiceUnavailable",
+    }
+    readyz = httpx.get(f"{ep.probe_url}/readyz")
+    assert (readyz.status_code, readyz.text) == (503, "cluster state not synced")
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        "system:serviceaccount:kube-system:generic-garbage-collector",
+        "system:serviceaccount:kube-system:namespace-controller",
+    ],
+)
+def test_cluster_cleanup_deletes_pass_even_unsynced(unsynced, user: str) -> None:
+    ep, _ = unsynced
+    r = post(ep, "/validate/catalog", review("DELETE", None, release("a"), user=user))
+    assert r.json()["response"]["allowed"] is True
+    other = post(ep, "/validate/catalog", review("DELETE", None, release("a"), user="alice"))
+    assert other.json()["response"]["status"]["code"] == 503
