@@ -35,7 +35,7 @@ class ScriptedServer:
     def __post_init__(self) -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.01,), daemon=True)
 
     @property
     def hostname(self) -> str:

@@ -185,7 +185,7 @@ class TokenServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self.realm = f"http://127.0.0.1:{self._server.server_address[1]}/token"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.01,), daemon=True)
 
     def start(self) -> TokenServer:
         self._thread.start()
