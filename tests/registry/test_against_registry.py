@@ -156,3 +156,20 @@ async def test_tls_with_a_custom_ca(tls_registry):
     async with RegistryClient(tls_registry.hostname) as untrusting:
         with pytest.raises(TransportError, match="CERTIFICATE_VERIFY_FAILED"):
             await untrusting.ping()
+
+
+async def test_garbage_collect_after_delete_frees_exactly_the_deleted_artifacts_blobs(tmp_path):
+    server = RegistryServer(tmp_path).start()
+    with server.http() as http:
+        kept = push_helm_chart(http, "charts", "chart", "0.1.0")
+        doomed = push_helm_chart(http, "charts", "chart", "0.2.0")
+        ocm = push_ocm_component(http, "ocm", "example.com/demo", "1.0.0")
+    # manifests are stored as blobs too
+    stored = {kept.digest, *kept.blobs, doomed.digest, *doomed.blobs, ocm.digest, *ocm.blobs}
+    assert server.blob_digests() == stored
+    async with client_for(server) as client:
+        await client.delete_manifest(doomed.repository, doomed.digest)
+    server.stop()
+    output = server.garbage_collect()
+    assert "3 blobs and 0 manifests eligible for deletion" in output
+    assert server.blob_digests() == stored - {doomed.digest, *doomed.blobs}

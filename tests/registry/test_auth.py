@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -113,3 +114,13 @@ async def test_tokens_are_cached_per_scope_until_they_expire(token_registry, tok
         clock.now += timedelta(seconds=1)  # 55 s: within the margin, fetched again
         await client.head_manifest(first.repository, "1.0.0")
         assert len(token_server.requests) == 3
+
+
+async def test_concurrent_requests_for_one_scope_share_one_token(token_registry, token_server, repo, counting):
+    with token_registry.http() as http:
+        pushed = push_helm_chart(http, repo, "chart", "1.0.0")
+    token_server.requests.clear()
+    async with RegistryClient(token_registry.hostname, plain_http=True, transport=counting) as client:
+        digests = await asyncio.gather(*(client.head_manifest(pushed.repository, "1.0.0") for _ in range(8)))
+    assert {d.digest for d in digests} == {pushed.digest}
+    assert len(token_server.requests) == 1

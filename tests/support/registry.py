@@ -435,7 +435,10 @@ def running_registry(auth: str | None = None, tls: bool = False) -> Iterator[Reg
 
 @dataclass(frozen=True)
 class Pushed:
-    """An artifact in the registry: where it is, its manifest digest and every blob it references."""
+    """An artifact in the registry: where it is, its manifest digest, and its config and layer blobs.
+
+    The registry stores the manifest as a blob too, under ``digest``.
+    """
 
     repository: str
     tag: str
