@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from policies.families import TABLES
@@ -221,3 +223,19 @@ def test_other_cross_namespace_references_warn_without_a_grant_and_pass_with_one
     kind = {"Target": "Registry", "ReleaseBinding": "Target", "RegistryBinding": "Target"}[obj["kind"]]
     grant = reference_grant(OTHER_NS, obj["kind"], NS, kind)
     assert validate(request(Operation.CREATE, obj), context(*objs, grant)) == allowed()
+
+
+@pytest.mark.parametrize(
+    ("req", "objs"),
+    [
+        pytest.param(request(Operation.CREATE, release()), [component_version(available=RED)], id="red-binding"),
+        pytest.param(request(Operation.CREATE, release()), [], id="not-found-warning"),
+        pytest.param(request(Operation.CREATE, target()), [registry(solarSecretRef=None)], id="no-push-credentials"),
+        pytest.param(
+            request(Operation.DELETE, old=component_version()), [component_version(), release()], id="cv-in-use"
+        ),
+    ],
+)
+def test_dry_run_requests_get_the_same_answer(req, objs):
+    dry = dataclasses.replace(req, dry_run=True)
+    assert validate(dry, context(*objs)) == validate(req, context(*objs))
