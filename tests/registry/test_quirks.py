@@ -18,6 +18,7 @@ from webhook.registry import (
     RequestTimeout,
     TransportError,
     UnexpectedStatus,
+    Unsupported,
 )
 from webhook.registry.media_types import MANIFEST_ACCEPT, OCI_MANIFEST
 
@@ -210,3 +211,18 @@ async def test_a_repository_without_tags_lists_none(scripted):
     scripted.route("GET", "/v2/charts/a/tags/list", lambda seen: (200, {}, b'{"name":"charts/a","tags":null}'))
     async with client_for(scripted) as client:
         assert await client.tags("charts/a") == []
+
+
+async def test_untag_where_supported_and_deletes_disabled(scripted):
+    scripted.route("DELETE", "/v2/charts/a/manifests/1.0.0", lambda seen: (202, {}, b""))
+    disabled = b'{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}'
+    scripted.route("DELETE", f"/v2/charts/a/manifests/{DIGEST}", lambda seen: (405, {}, disabled))
+    async with client_for(scripted) as client:
+        await client.delete_tag("charts/a", "1.0.0")  # zot and distribution 3.x untag
+        with pytest.raises(Unsupported) as raised:
+            await client.delete_manifest("charts/a", DIGEST)
+    assert raised.value.codes == ("UNSUPPORTED",)
+    assert [(s.method, s.path) for s in scripted.seen] == [
+        ("DELETE", "/v2/charts/a/manifests/1.0.0"),
+        ("DELETE", f"/v2/charts/a/manifests/{DIGEST}"),
+    ]
