@@ -136,7 +136,8 @@ RULES = (
         needs_view=False,
     ),
 )
-"""Every catalog rule. Validating rules of one request all run; mutating ones run in this order."""
+"""Every catalog rule, in the order the shell runs them: validating ones until the first denial (warnings
+add up), mutating ones each on the previous one's output."""
 
 FAMILY = Family("catalog", CATALOG_KINDS, RULES, INDEXES)
 
