@@ -21,13 +21,11 @@ CLUSTER_CLEANUP = frozenset({GARBAGE_COLLECTOR, NAMESPACE_CONTROLLER})
 
 
 def matches(username: str, patterns: Iterable[str]) -> bool:
-    """True when ``username`` equals a pattern, or starts with a pattern that ends in ``:``."""
-    for pattern in patterns:
-        if pattern.endswith(":") and username.startswith(pattern) and len(username) > len(pattern):
-            return True
-        if username == pattern:
-            return True
-    return False
+    """True when ``username`` equals a pattern, or starts with a pattern that ends in ``:``.
+
+    A prefix matches as upstream's CEL ``startsWith`` does (the bare prefix included).
+    """
+    return any(username.startswith(p) if p.endswith(":") else username == p for p in patterns)
 
 
 def is_cluster_cleanup(user: UserInfo) -> bool:
