@@ -115,6 +115,7 @@ class Api:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request was not a JSON object")
         expected = target.resource.api_version(target.version)
+        body = {"apiVersion": expected, "kind": target.resource.kind, **body}  # the decoder defaults a missing GVK
         if body.get("apiVersion") != expected or body.get("kind") != target.resource.kind:
             raise errors.bad_request(
                 f"the API version in the data ({body.get('apiVersion')}) does not match the expected API version "
@@ -466,6 +467,8 @@ class Api:
                 written = self.store.write(key, stored, current["metadata"]["resourceVersion"])
                 if written is None:
                     continue  # lost a race: re-read; preconditions are checked again against the new state
+                if not remove:
+                    final = self._to(resource, [written], target.version)[0]
             return self._deleted_response(resource, final, warnings, remove)
 
     def _prepare_delete(self, resource: ResourceType, old: Obj, propagation: str | None) -> tuple[Obj, bool]:
