@@ -258,3 +258,28 @@ def test_cluster_cleanup_deletes_pass_even_unsynced(unsynced, user: str) -> None
     assert r.json()["response"]["allowed"] is True
     other = post(ep, "/validate/catalog", review("DELETE", None, release("a"), user="alice"))
     assert other.json()["response"]["status"]["code"] == 503
+
+
+def test_every_decision_is_one_json_log_line_with_the_request_fields(server: Endpoint) -> None:
+    post(server, "/validate/catalog", review("CREATE", release("ocm-demo-v1.1.0"), uid="uid-logged"))
+
+    def logged() -> list[dict]:
+        lines = server.extra["log"].read_text().splitlines()
+        return [e for e in map(json.loads, lines) if e.get("uid") == "uid-logged"]
+
+    from tests.support.server import wait_until
+
+    wait_until(lambda: bool(logged()), timeout=5, what="the log line")
+    entry = logged()[0]
+    assert {k: entry[k] for k in ("msg", "kind", "name", "namespace", "operation", "decision", "code", "rule")} == {
+        "msg": "admission",
+        "kind": "Release.solar.opendefense.cloud",
+        "name": "web",
+        "namespace": "team-a",
+        "operation": "CREATE",
+        "decision": "denied",
+        "code": 403,
+        "rule": "catalog.release-binding",
+    }
+    assert entry["user"] == "alice@example.com"
+    assert isinstance(entry["duration_ms"], float)

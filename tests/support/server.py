@@ -98,6 +98,7 @@ class ServerProcess:
         self.args = list(args)
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = cert_dir.parent / f"server-{self.endpoint.port}.log"
+        self.endpoint.extra["log"] = self.log
 
     def __enter__(self) -> Endpoint:
         cmd = [
