@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.apiserver.helpers import MakeDouble
 from tests.support.apiserver import ApiServerDouble, TestCA
 from tests.support.apiserver.fixtures import apiserver  # noqa: F401  (re-exported for tests here)
 from tests.support.apiserver.scripted_webhook import ScriptedWebhook
@@ -26,9 +27,6 @@ def ca() -> TestCA:
 def webhook(ca: TestCA) -> Iterator[ScriptedWebhook]:
     with ScriptedWebhook(ca) as hook:
         yield hook
-
-
-MakeDouble = Callable[..., ApiServerDouble]
 
 
 @pytest.fixture

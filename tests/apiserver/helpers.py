@@ -8,7 +8,10 @@ from typing import Any
 
 from kubernetes import client
 
+from tests.support.apiserver import ApiServerDouble
+
 GROUP = "test.catalog-warden.io"
+MakeDouble = Callable[..., ApiServerDouble]
 
 
 def webhook_config(kind: str, *hooks: dict[str, Any], name: str = "test") -> dict[str, Any]:

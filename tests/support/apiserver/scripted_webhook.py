@@ -15,6 +15,7 @@ import socket
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,13 +61,18 @@ def patch(review: dict[str, Any], operations: list[dict[str, Any]]) -> Reply:
     return review_response(review, allowed=True, patchType="JSONPatch", patch=encoded)
 
 
+def _allow_all(_path: str, review: dict[str, Any]) -> Reply:
+    return allow(review)
+
+
 @dataclass
 class ScriptedWebhook:
     """Start with `with ScriptedWebhook(ca) as hook:`; set `hook.script`; read `hook.requests`."""
 
     ca: TestCA
-    script: Script = field(default=lambda path, body: allow(body))
+    script: Script = field(default_factory=lambda: _allow_all)
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # tracebacks of scripts that raised (answered with 500)
 
     def __post_init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="scripted-webhook-")
@@ -76,7 +82,12 @@ class ScriptedWebhook:
         self._socket.bind(("127.0.0.1", 0))
         self.port = self._socket.getsockname()[1]
         config = uvicorn.Config(
-            self._app, ssl_certfile=str(cert), ssl_keyfile=str(key), log_level="critical", lifespan="off"
+            self._app,
+            ssl_certfile=str(cert),
+            ssl_keyfile=str(key),
+            log_level="critical",
+            lifespan="off",
+            interface="asgi3",
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
@@ -114,7 +125,11 @@ class ScriptedWebhook:
         body = json.loads(b"".join(chunks) or b"null")
         path = scope["path"]
         self.requests.append((path, body))
-        reply = await asyncio.to_thread(self.script, path, body)
+        try:
+            reply = await asyncio.to_thread(self.script, path, body)
+        except Exception:
+            self.errors.append(traceback.format_exc())
+            reply = Reply({"error": "script failed"}, status=500)
         data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
