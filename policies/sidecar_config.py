@@ -1,0 +1,109 @@
+"""Configuration of the sidecar loops (availability, referenced set, reclamation).
+
+Hung under ``PolicyConfig.sidecar`` by the lead; loaded from the same ``--config`` YAML. Unknown
+keys are errors (a typo never falls back to a default). Durations are Go-style strings as
+Kubernetes users write them (``5m``, ``1h30m``, ``90s``, ``500ms``) or a number of seconds.
+Every key is documented in ``docs/sidecar.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+
+from policies.availability import Thresholds, go_duration
+
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+BAD_DURATION = "invalid duration {value!r}: use a Go duration such as 90s, 5m or 1h30m, or a number of seconds"
+NEGATIVE_DURATION = "invalid duration {value!r}: must not be negative"
+
+
+def parse_duration(value: Any) -> timedelta:
+    """A Go ``time.ParseDuration`` string, a number of seconds, or a timedelta; never negative."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise ValueError(BAD_DURATION.format(value=value))
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        seconds = _parse_go(value.strip())
+    else:
+        raise ValueError(BAD_DURATION.format(value=value))
+    if seconds < 0:
+        raise ValueError(NEGATIVE_DURATION.format(value=value))
+    return timedelta(seconds=seconds)
+
+
+def _parse_go(text: str) -> float:
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    if body == "0":
+        return 0.0
+    total, at = 0.0, 0
+    for match in _GO_PART.finditer(body):
+        if match.start() != at:
+            break
+        total += float(match.group(1)) * _GO_UNITS[match.group(2)]
+        at = match.end()
+    if not body or at != len(body):
+        raise ValueError(BAD_DURATION.format(value=text))
+    return sign * total
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(go_duration, return_type=str)]
+
+
+class AvailabilityConfig(BaseModel):
+    """The availability loop: how often, and when a run of 404s becomes ``Available=False``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    interval: Duration = timedelta(minutes=5)
+    """Time between passes (a Registry's ``spec.scanInterval`` is not used: that is discovery's)."""
+    misses: int = Field(default=3, ge=1)
+    """Consecutive 404s before ``Available=False``."""
+    grace: Duration = timedelta(minutes=10)
+    """Time since the first of those misses before ``Available=False``."""
+    concurrency: int = Field(default=8, ge=1, le=256)
+    """Manifest lookups in flight per pass."""
+
+    def thresholds(self) -> Thresholds:
+        return Thresholds(self.misses, self.grace)
+
+
+class ReferencedSetConfig(BaseModel):
+    """Where the referenced set is published (a ConfigMap in the warden's namespace)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    enabled: bool = True
+    configMap: str = Field(default="catalog-warden-referenced-set", min_length=1, max_length=253)
+    namespace: str = Field(default="catalog-warden", min_length=1, max_length=63)
+
+
+class ReclaimConfig(BaseModel):
+    """Reclamation limits; whether a registry is reclaimed at all is its ``catalog-warden.io/reclaim`` annotation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    safetyAge: Duration = timedelta(hours=24)
+    """Never remove an artifact younger than this (discovery may not have created its entry yet)."""
+    perPassCap: int = Field(default=100, ge=0)
+    """At most this many removals per registry and pass; 0 plans but removes nothing."""
+    dryRun: bool = False
+    """Log the plan (and emit Events) without removing anything."""
+
+
+class SidecarConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    availability: AvailabilityConfig = Field(default_factory=AvailabilityConfig)
+    referencedSet: ReferencedSetConfig = Field(default_factory=ReferencedSetConfig)
+    reclaim: ReclaimConfig = Field(default_factory=ReclaimConfig)
