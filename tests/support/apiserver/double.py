@@ -162,8 +162,12 @@ class ApiServerDouble:
     # ---- test controls -------------------------------------------------------------------------
 
     def compact(self, keep: int = 0) -> None:
-        """Shrink the watch window to the last `keep` events: older resourceVersions now get 410."""
+        """Forget all but the last `keep` events now: watches from older resourceVersions get 410."""
         self.store.compact(keep)
+
+    def set_watch_window(self, size: int) -> None:
+        """Retain only the last `size` events from now on (default 100,000)."""
+        self.store.set_window(size)
 
     @property
     def resource_version(self) -> int:

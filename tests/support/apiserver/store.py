@@ -109,17 +109,18 @@ class Store:
             del self._rvs[:drop]
 
     def compact(self, keep: int = 0) -> None:
-        """Drop all but the last `keep` events and keep at most `keep` from now on (shrinks the watch window)."""
+        """Drop all but the last `keep` events now, as an etcd compaction does; later events are kept as usual."""
         with self.changed:
-            self._window = keep
             self._trim(keep)
             if keep == 0:
                 self._compacted = self._rv
             self.changed.notify_all()
 
     def set_window(self, size: int) -> None:
+        """Keep at most `size` events from now on (a small watch cache: slow watchers then get 410)."""
         with self.changed:
             self._window = size
+            self._trim(size)
 
     def oldest_available(self) -> int:
         """The oldest resourceVersion a watch may start from (kube reports it in the 410 message)."""
