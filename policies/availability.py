@@ -275,14 +275,14 @@ _UNITS: tuple[tuple[str, int], ...] = (("h", 3600), ("m", 60), ("s", 1))
 
 
 def go_duration(value: timedelta) -> str:
-    """``10m0s``-style text as Go prints a ``time.Duration`` (whole seconds; ``0s`` for zero)."""
-    seconds = int(value.total_seconds())
-    if seconds == 0:
-        return "0s"
+    """``10m0s``-style text as Go prints a ``time.Duration`` (``0s`` for zero, ``1.5s`` for fractions)."""
+    micros = round(value.total_seconds() * 1_000_000)
+    seconds, fraction = divmod(micros, 1_000_000)
     out, started = "", False
-    for unit, size in _UNITS:
+    for unit, size in _UNITS[:2]:
         amount, seconds = divmod(seconds, size)
         if amount or started:
             out += f"{amount}{unit}"
             started = True
-    return out
+    tail = f".{fraction:06d}".rstrip("0") if fraction else ""
+    return f"{out}{seconds}{tail}s"

@@ -12,7 +12,7 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 
 from policies.availability import Thresholds, go_duration
 
@@ -73,6 +73,13 @@ class AvailabilityConfig(BaseModel):
     """Time since the first of those misses before ``Available=False``."""
     concurrency: int = Field(default=8, ge=1, le=256)
     """Manifest lookups in flight per pass."""
+
+    @field_validator("interval")
+    @classmethod
+    def _positive_interval(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("interval must be greater than 0")
+        return value
 
     def thresholds(self) -> Thresholds:
         return Thresholds(self.misses, self.grace)
