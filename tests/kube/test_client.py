@@ -40,7 +40,7 @@ def test_table_is_the_crd_manifests_at_their_storage_versions_plus_the_builtins(
     assert {k: v for k, v in RESOURCES.items() if k not in BUILTIN_KINDS} == from_crds
     assert from_crds[kinds.PACKAGE_REVISION].version == "v1alpha2"
     assert from_crds[kinds.HELM_CLUSTER_ADDON_CHART].version == "v1alpha2"
-    assert DEFAULT_KINDS <= set(RESOURCES)
+    assert set(RESOURCES) >= DEFAULT_KINDS
     assert {kinds.NAMESPACE, kinds.SECRET, kinds.CONFIG_MAP, kinds.EVENT, kinds.LEASE} == BUILTIN_KINDS
 
 
