@@ -101,10 +101,8 @@ class ApiServerDouble:
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="apiserver-double", daemon=True)
         self._thread.start()
-        system = service_account_user("system:apiserver", ("system:masters",))
         for name in INITIAL_NAMESPACES:
-            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-            self.api.create(Target(NAMESPACES, "v1"), body, system, {})
+            self.api.seed(Target(NAMESPACES, "v1"), {"metadata": {"name": name}})
         self.controllers.start()
         return self
 
@@ -168,6 +166,15 @@ class ApiServerDouble:
     def set_watch_window(self, size: int) -> None:
         """Retain only the last `size` events from now on (default 100,000)."""
         self.store.set_window(size)
+
+    def seed(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store `obj` (apiVersion, kind, metadata.name[, namespace]) without admission, as pre-existing state."""
+        group, _, version = obj["apiVersion"].rpartition("/")
+        resource = self.registry.by_kind(group, obj["kind"])
+        if resource is None or version not in resource.versions:
+            raise ValueError(f"{obj['apiVersion']} {obj['kind']} is not served by this double")
+        namespace = obj["metadata"].get("namespace", "") if resource.namespaced else ""
+        return self.api.seed(Target(resource, version, namespace), obj)
 
     @property
     def resource_version(self) -> int:

@@ -307,6 +307,18 @@ class Api:
             raise errors.already_exists(resource.plural, resource.group, obj["metadata"]["name"])
         return Response(201, self._to(resource, [written], target.version)[0], warnings)
 
+    def seed(self, target: Target, body: Any) -> Obj:
+        """Store an object as if it had been created before any webhook existed (system namespaces, fixtures).
+
+        Server fields are filled as on create; admission is skipped; the object must not exist yet.
+        """
+        obj = self._prepare_create(target.resource, target.version, self._check_body(target, body))
+        stored = self._to(target.resource, [obj], target.resource.storage_version)[0]
+        written = self.store.write(self.key(target.resource, target.namespace, obj["metadata"]["name"]), stored, None)
+        if written is None:
+            raise errors.already_exists(target.resource.plural, target.resource.group, obj["metadata"]["name"])
+        return self._to(target.resource, [written], target.version)[0]
+
     def _prepare_create(self, resource: ResourceType, version: str, obj: Obj) -> Obj:
         obj = copy.deepcopy(obj)
         metadata = obj["metadata"]
