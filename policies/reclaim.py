@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from policies.artifacts import is_managed_repository
+from policies.availability import go_duration
 from policies.model import Obj
 from policies.objects import annotations_of
 from policies.referenced_set import IncompleteSet, ReferencedSet
@@ -155,7 +156,7 @@ def _too_young(action: Action, safety_age: timedelta, now: datetime) -> str:
     if action.created is None:
         return SKIP_AGE_UNKNOWN
     if now - action.created < safety_age:
-        return SKIP_YOUNG.format(age=safety_age)
+        return SKIP_YOUNG.format(age=go_duration(safety_age))
     return ""
 
 
