@@ -131,7 +131,10 @@ def test_mutating_patches_apply_serially_before_validation(
     assert webhook.errors == []
 
 
-FAIL_ON_DOWN = 'Internal error occurred: failed calling webhook "v.test": failed to call webhook: Post "{url}/validate?timeout=2s": '
+FAIL_ON_DOWN = (
+    'Internal error occurred: failed calling webhook "v.test": failed to call webhook: '
+    'Post "{url}/validate?timeout=2s": '
+)
 
 
 def test_failure_policy_with_the_webhook_down(make_double: MakeDouble, ca: TestCA) -> None:
@@ -199,7 +202,8 @@ def test_wrong_ca_fails_tls_verification(make_double: MakeDouble, webhook: Scrip
         ),
         (
             lambda r: Reply({**allow(r).body, "apiVersion": "admission.k8s.io/v1beta1"}),
-            "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got admission.k8s.io/v1beta1, Kind=AdmissionReview",
+            "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, "
+            "got admission.k8s.io/v1beta1, Kind=AdmissionReview",
         ),
         (lambda r: patch(r, []), "validating webhooks may not return patches"),
         (
@@ -276,10 +280,7 @@ def test_rules_match_subresources_scope_and_namespace_selector(
     api.create_cluster_custom_object(
         GROUP, "v1", "gadgets", {"apiVersion": f"{GROUP}/v1", "kind": "Gadget", "metadata": {"name": "g"}}
     )
-    calls = [
-        (p, b["request"]["namespace"] if "namespace" in b["request"] else "", b["request"].get("subResource"))
-        for p, b in webhook.requests
-    ]
+    calls = [(p, b["request"].get("namespace", ""), b["request"].get("subResource")) for p, b in webhook.requests]
     assert calls == [("/main", "default", None), ("/status", "default", "status"), ("/cluster", "", None)]
 
 
