@@ -50,8 +50,8 @@ SHA256 = "sha256:"
 _HEX = re.compile(r"[0-9a-f]+")
 _FULL_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 # Distribution spec grammar (spec.md, "Pulling manifests"); a name that fails it is never requested.
-_REPOSITORY = re.compile(r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*")
-_TAG = re.compile(r"[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}")
+REPOSITORY_NAME = re.compile(r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*")
+TAG_NAME = re.compile(r"[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}")
 # The start of an OCM component name: a DNS domain with at least one dot (ocm-spec, component identity).
 _DOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\.[a-z]{2,}")
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
@@ -247,12 +247,12 @@ def resolve_artifact(cv: Obj, component: Obj | None) -> ArtifactRef | Unresolved
     if not raw_repository:
         return unresolved(UnresolvedReason.NO_REPOSITORY)
     repository = descriptor_repository(raw_repository, name_of(component))
-    if repository is None or not _REPOSITORY.fullmatch(repository):
+    if repository is None or not REPOSITORY_NAME.fullmatch(repository):
         return unresolved(UnresolvedReason.BAD_REPOSITORY, repository=raw_repository)
     if not version:
         return unresolved(UnresolvedReason.NO_TAG)
     tag = ocm_tag(version)
-    if not _TAG.fullmatch(tag):
+    if not TAG_NAME.fullmatch(tag):
         return unresolved(UnresolvedReason.BAD_TAG, tag=version)
     digest, prefix = digest_from_label(labels_of(cv).get(DIGEST_LABEL, ""))
     return ArtifactRef(registry, repository, tag, digest, _SCHEMES[scheme], prefix)

@@ -26,6 +26,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from policies.artifacts import Unresolved, resolve_artifact
@@ -55,11 +56,18 @@ Registries = Mapping[str, Mapping[str, Keep]]
 
 @dataclass(frozen=True, slots=True)
 class ReferencedSet:
-    """A complete referenced set: the only kind that may be published or reclaimed against."""
+    """A complete referenced set: the only kind that may be published or reclaimed against.
+
+    ``registries`` maps registry host -> repository -> :class:`Keep`, read-only at both levels.
+    """
 
     generation: int
     computed_at: datetime
-    registries: Registries = field(default_factory=dict)
+    registries: Registries = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        frozen = {host: MappingProxyType(dict(repos)) for host, repos in self.registries.items()}
+        object.__setattr__(self, "registries", MappingProxyType(frozen))
 
     complete = True
 

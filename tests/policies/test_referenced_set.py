@@ -78,6 +78,8 @@ def test_every_present_entry_keeps_its_artifact():
     }
     assert result.keep(HOST, REPO).tags == ("0.9.0", "1.0.0", "1.1.0.build-ci.7")
     assert result.keep(HOST, "ocm/component-descriptors/nothing") == Keep()
+    with pytest.raises(TypeError):
+        result.registries[HOST][REPO] = Keep()  # type: ignore[index]
 
 
 def test_configmap_json_is_sorted_and_deterministic():
