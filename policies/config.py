@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.identity import Identities
+from policies.sidecar_config import SidecarConfig
 
 
 class Families(BaseModel):
@@ -31,6 +32,8 @@ class PolicyConfig(BaseModel):
     """Admit (with a warning) instead of 503 while the cache has not synced."""
     maxListedReferrers: int = Field(default=5, ge=1)
     """How many referrers a denial names before it says "and N more"."""
+    sidecar: SidecarConfig = Field(default_factory=SidecarConfig)
+    """The sidecar loops' switches, intervals and thresholds (docs/sidecar.md)."""
 
 
 DEFAULT_CONFIG = PolicyConfig()

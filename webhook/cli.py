@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -88,7 +88,17 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         client_ca=args.client_ca,
         cert_poll_seconds=args.cert_poll_seconds,
     )
-    asyncio.run(Warden(settings, lambda: view, config).run())
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(Warden(settings, lambda: view, config).run())
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop when installed (uvicorn[standard] brings it), as ``uvicorn`` itself would choose."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def _cmd_certs(args: argparse.Namespace) -> None:

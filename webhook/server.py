@@ -21,7 +21,7 @@ from policies.families import TABLES
 from policies.rules import RuleTable
 from policies.view import View
 from webhook.admission import Admission
-from webhook.app import create_app, create_probe_app
+from webhook.app import WebhookApp, create_probe_app
 from webhook.metrics import Metrics
 from webhook.tls import ReloadingContext
 
@@ -76,7 +76,7 @@ class Warden:
         admission = Admission(view, config, self.metrics, tables=tables)
         self.main = uvicorn.Server(
             uvicorn.Config(
-                create_app(admission, self.metrics, _convert_fn()),
+                WebhookApp(admission, self.metrics, _convert_fn()),
                 host=settings.host,
                 port=settings.port,
                 ssl_context_factory=lambda _config, _default: self.tls.context,

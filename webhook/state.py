@@ -19,6 +19,8 @@ from policies.view import MemoryView
 from webhook.yamlerrors import describe
 
 SUFFIXES = {".yaml", ".yml", ".json"}
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML was built with it: an order of magnitude faster on big states."""
 
 
 class StateError(Exception):
@@ -37,7 +39,7 @@ def _documents(path: Path) -> Iterator[tuple[int, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise StateError(f"cannot read state file {path}: {exc}") from None
     try:
-        yield from enumerate(yaml.safe_load_all(text), start=1)
+        yield from enumerate(yaml.load_all(text, Loader=_LOADER), start=1)
     except yaml.YAMLError as exc:
         raise StateError(f"state file {path} is not valid YAML: {describe(exc)}") from None
 

@@ -97,6 +97,10 @@ MALFORMED = [
      415, "unsupported content type 'text/plain': expected application/json"),
     ("unknown family", json.dumps(review("CREATE", release("x"))).encode(), "application/json", "/validate/pods",
      404, "unknown rule family 'pods': expected catalog, packages or charts"),
+    ("unknown path", b"{}", "application/json", "/validate", 404,
+     "no such path /validate: expected /validate/{family}, /mutate/{family} or /convert"),
+    ("nested path", b"{}", "application/json", "/mutate/catalog/x", 404,
+     "no such path /mutate/catalog/x: expected /validate/{family}, /mutate/{family} or /convert"),
 ]  # fmt: skip
 
 
@@ -283,3 +287,9 @@ def test_every_decision_is_one_json_log_line_with_the_request_fields(server: End
     }
     assert entry["user"] == "alice@example.com"
     assert isinstance(entry["duration_ms"], float)
+
+
+def test_get_is_not_allowed(server: Endpoint) -> None:
+    with server.client() as c:
+        r = c.get("/validate/catalog")
+    assert (r.status_code, r.json()["message"]) == (405, "method GET not allowed on /validate/catalog: use POST")
