@@ -22,6 +22,7 @@ from policies.rules import RuleTable
 from policies.view import View
 from webhook.admission import Admission
 from webhook.app import WebhookApp, create_probe_app
+from webhook.conversion import convert_review
 from webhook.metrics import Metrics
 from webhook.tls import ReloadingContext
 
@@ -47,14 +48,6 @@ class _ProbeServer(uvicorn.Server):
         yield
 
 
-def _convert_fn() -> Callable | None:
-    try:
-        from webhook.conversion import convert_review
-    except ImportError:  # conversion not built into this server
-        return None
-    return convert_review
-
-
 class Warden:
     """The webhook server: both listeners, the certificate watcher, and the shared metrics.
 
@@ -76,7 +69,7 @@ class Warden:
         admission = Admission(view, config, self.metrics, tables=tables)
         self.main = uvicorn.Server(
             uvicorn.Config(
-                WebhookApp(admission, self.metrics, _convert_fn()),
+                WebhookApp(admission, self.metrics, convert_review),
                 host=settings.host,
                 port=settings.port,
                 ssl_context_factory=lambda _config, _default: self.tls.context,
