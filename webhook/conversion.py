@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from policies.conversion import CONVERTERS, ConversionError
+from policies.conversion.carry import json_type
 
 API_VERSION: Final = "apiextensions.k8s.io/v1"
 KIND: Final = "ConversionReview"
@@ -65,9 +66,7 @@ def convert_review(review: Mapping[str, Any]) -> dict[str, Any]:
 
 def _request(review: Mapping[str, Any]) -> tuple[str, str, list[Any]]:
     if not isinstance(review, Mapping) or review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
-        got = (
-            f"{review.get('apiVersion')} {review.get('kind')}" if isinstance(review, Mapping) else type(review).__name__
-        )
+        got = f"{review.get('apiVersion')} {review.get('kind')}" if isinstance(review, Mapping) else json_type(review)
         raise MalformedReview(NOT_A_REVIEW.format(got=got))
     request = review.get("request")
     if not isinstance(request, Mapping):

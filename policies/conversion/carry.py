@@ -170,15 +170,19 @@ class Draft:
             self._drop_if_empty(path)
         if self._foreign:
             carried["prior"] = self.get("metadata", "annotations", CONVERSION_DATA)
-        if carried:
+        if carried or self._live_created():
             annotations = self.mapping("metadata", "annotations", create=True)
             assert annotations is not None
-            created = list(dict.fromkeys(".".join(p) for p in self.created if self.get(*p) is not MISSING))
             payload = {"from": from_version, **carried}
+            created = self._live_created()
             if created:
                 payload["created"] = created
             annotations[CONVERSION_DATA] = json.dumps(payload, separators=(",", ":"))
         return self.obj
+
+    def _live_created(self) -> list[str]:
+        """Containers this conversion created that still exist, as dotted paths."""
+        return list(dict.fromkeys(".".join(p) for p in self.created if self.get(*p) is not MISSING))
 
     def _drop_if_empty(self, path: Path) -> None:
         if self.get(*path) == {}:

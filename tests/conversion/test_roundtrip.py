@@ -11,7 +11,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from policies.conversion import CONVERSION_DATA, CONVERTERS
 from policies.conversion import helmclusteraddonchart as charts
@@ -35,14 +35,23 @@ def round_trip(obj: Mapping[str, Any], via: str) -> dict[str, Any]:
     return convert(convert(obj, via), obj["apiVersion"].partition("/")[2])
 
 
+PR_META = {"name": "a", "namespace": "a", "uid": "u"}
+
+
 @SETTINGS
 @given(gen.package_revision_v1alpha1())
+@example(
+    {"apiVersion": "porch.kpt.dev/v1alpha1", "kind": "PackageRevision", "metadata": PR_META, "spec": {"revision": 0}}
+)
 def test_package_revision_v1alpha1_round_trip(obj: dict[str, Any]) -> None:
     assert round_trip(obj, "v1alpha2") == obj
 
 
 @SETTINGS
 @given(gen.package_revision_v1alpha2())
+@example(
+    {"apiVersion": "porch.kpt.dev/v1alpha2", "kind": "PackageRevision", "metadata": PR_META, "status": {"revision": 0}}
+)
 def test_package_revision_v1alpha2_round_trip(obj: dict[str, Any]) -> None:
     assert round_trip(obj, "v1alpha1") == obj
 

@@ -1,0 +1,205 @@
+"""Exact examples of each mapping, annotation text included (docs/conversion.md shows the same)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from policies.conversion import CONVERSION_DATA, CONVERTERS, ConversionError
+from tests.conversion.builders import chart, package_revision
+
+MODERN = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+
+
+def convert(obj: dict[str, Any], to_version: str) -> dict[str, Any]:
+    """One converter call as the framing makes it (apiVersion set to the target)."""
+    group, _, version = obj["apiVersion"].partition("/")
+    result = CONVERTERS[(group, obj["kind"], version, to_version)](obj)
+    result["apiVersion"] = f"{group}/{to_version}"
+    return result
+
+
+def carried(obj: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(obj["metadata"]["annotations"][CONVERSION_DATA])
+
+
+def test_package_revision_v1alpha1_to_v1alpha2() -> None:
+    obj = package_revision(
+        "v1alpha1",
+        spec={
+            "packageName": "nginx",
+            "repository": "blueprints",
+            "workspaceName": "v1",
+            "revision": 3,
+            "lifecycle": "Published",
+            "tasks": [
+                {"type": "clone", "clone": {"upstreamRef": {"type": "git", "git": {"repo": "r"}}, "strategy": "copy"}},
+                {"type": "render", "render": {}},
+            ],
+        },
+        status={"publishedBy": "alice", "publishTimestamp": "2026-01-02T03:04:05Z"},
+    )
+    obj["metadata"]["labels"] = {"kpt.dev/latest-revision": "true"}
+    out = convert(obj, "v1alpha2")
+    assert out["spec"] == {
+        "packageName": "nginx",
+        "repository": "blueprints",
+        "workspaceName": "v1",
+        "lifecycle": "Published",
+        "source": {"cloneFrom": {"type": "git", "git": {"repo": "r"}}},
+    }
+    assert out["status"] == {"publishedBy": "alice", "revision": 3, "publishedAt": "2026-01-02T03:04:05Z"}
+    assert out["metadata"]["labels"] == {"porch.kpt.dev/latest-revision": "true"}
+    assert out["metadata"]["annotations"] == {
+        CONVERSION_DATA: '{"from":"v1alpha1","taskBody":{"strategy":"copy"},'
+        '"tasksTail":[{"type":"render","render":{}}],"created":["metadata.annotations"]}'
+    }
+    assert convert(out, "v1alpha1") == obj
+
+
+@pytest.mark.parametrize(
+    ("source", "task"),
+    [
+        ({"init": {"description": "d"}}, {"type": "init", "init": {"description": "d"}}),
+        ({"cloneFrom": {"type": "git"}}, {"type": "clone", "clone": {"upstreamRef": {"type": "git"}}}),
+        ({"copyFrom": {"name": "p.v1"}}, {"type": "edit", "edit": {"sourceRef": {"name": "p.v1"}}}),
+        (
+            {"upgrade": {"oldUpstream": {"name": "a"}, "currentPackage": {"name": "c"}, "strategy": "fast-forward"}},
+            {
+                "type": "upgrade",
+                "upgrade": {
+                    "oldUpstream": {"name": "a"},
+                    "localPackageRevisionRef": {"name": "c"},
+                    "strategy": "fast-forward",
+                },
+            },
+        ),
+    ],
+)
+def test_package_revision_source_is_the_first_task(source: dict[str, Any], task: dict[str, Any]) -> None:
+    v2 = package_revision("v1alpha2", spec={"source": source})
+    v1 = convert(v2, "v1alpha1")
+    assert v1["spec"] == {"tasks": [task]}
+    assert "annotations" not in v1["metadata"]
+    assert convert(package_revision("v1alpha1", spec={"tasks": [task]}), "v1alpha2")["spec"] == {"source": source}
+
+
+def test_package_revision_v1alpha2_only_status_is_carried() -> None:
+    obj = package_revision(
+        "v1alpha2",
+        spec={"source": {"init": {}}},
+        status={"revision": 0, "observedGeneration": 2, "creationSource": "init", "conditions": []},
+    )
+    out = convert(obj, "v1alpha1")
+    assert out["spec"] == {"tasks": [{"type": "init", "init": {}}], "revision": 0}
+    assert out["status"] == {"conditions": []}
+    assert carried(out) == {
+        "from": "v1alpha2",
+        "status": {"observedGeneration": 2, "creationSource": "init"},
+        "created": ["metadata.annotations"],
+    }
+    assert convert(out, "v1alpha2") == obj
+
+
+def test_package_revision_tasks_without_a_source_travel_whole() -> None:
+    obj = package_revision("v1alpha1", spec={"tasks": [{"type": "render"}, {"type": "init", "init": {}}]})
+    out = convert(obj, "v1alpha2")
+    assert out["spec"] == {}
+    assert carried(out)["tasks"] == [{"type": "render"}, {"type": "init", "init": {}}]
+
+
+def test_package_revision_both_latest_labels_survive() -> None:
+    obj = package_revision("v1alpha1", spec={})
+    obj["metadata"]["labels"] = {"kpt.dev/latest-revision": "true", "porch.kpt.dev/latest-revision": "stale"}
+    out = convert(obj, "v1alpha2")
+    assert out["metadata"]["labels"] == {"porch.kpt.dev/latest-revision": "true"}
+    assert carried(out)["labels"] == {"porch.kpt.dev/latest-revision": "stale"}
+    assert convert(out, "v1alpha1") == obj
+
+
+def test_chart_v1alpha2_to_v1alpha1_lists_usable_versions() -> None:
+    versions = [
+        {"version": "3.0.0", "unavailableReason": "ResolvePending", "unavailableMessage": "manifest request failed"},
+        {"version": "2.1.0", "digest": "sha256:21", "mediaType": MODERN},
+        {"version": "2.0.0", "mediaType": MODERN, "unavailableReason": "RemovedFromRepository"},
+        {"version": "1.9.0", "unavailableReason": "UnsupportedMediaType", "unavailableMessage": "index"},
+        {"version": "1.0.0"},
+    ]
+    obj = chart("v1alpha2", status={"versions": versions})
+    out = convert(obj, "v1alpha1")
+    assert out["status"]["versions"] == [
+        {"version": "2.1.0", "digest": "sha256:21"},
+        {"version": "2.0.0"},
+        {"version": "1.0.0"},
+    ]
+    assert carried(out) == {
+        "from": "v1alpha2",
+        "hidden": [[0, versions[0]], [3, versions[3]]],
+        "verdicts": [
+            [0, "2.1.0", {"mediaType": MODERN}],
+            [1, "2.0.0", {"mediaType": MODERN, "unavailableReason": "RemovedFromRepository"}],
+        ],
+        "created": ["metadata.annotations"],
+    }
+    assert convert(out, "v1alpha2") == obj
+
+
+def test_chart_pulled_travels_and_new_entries_have_no_verdict() -> None:
+    obj = chart("v1alpha1", status={"versions": [{"version": "1.0.0", "digest": "sha256:1", "pulled": True}]})
+    out = convert(obj, "v1alpha2")
+    assert out["status"]["versions"] == [{"version": "1.0.0", "digest": "sha256:1"}]
+    assert carried(out)["pulled"] == [[0, "1.0.0", {"pulled": True}]]
+    assert convert(out, "v1alpha1") == obj
+
+
+def test_chart_carried_data_that_no_longer_matches_is_dropped() -> None:
+    """A v1alpha1 writer replaced the list in between: nothing attaches to the wrong version."""
+    stored = chart("v1alpha2", status={"versions": [{"version": "2.0.0", "mediaType": MODERN}]})
+    old = convert(stored, "v1alpha1")
+    old["status"] = {"versions": [{"version": "9.9.9"}]}
+    assert convert(old, "v1alpha2")["status"] == {"versions": [{"version": "9.9.9"}]}
+
+
+def test_foreign_annotation_value_survives_the_round_trip() -> None:
+    obj = chart("v1alpha2", status={"versions": []})
+    obj["metadata"]["annotations"] = {CONVERSION_DATA: "left here by someone"}
+    out = convert(obj, "v1alpha1")
+    assert carried(out) == {"from": "v1alpha2", "prior": "left here by someone"}
+    assert convert(out, "v1alpha2") == obj
+
+
+@pytest.mark.parametrize(
+    ("obj", "to_version", "message"),
+    [
+        (chart("v1alpha2", status={"versions": "1.0.0"}), "v1alpha1", "status.versions must be a list, not a string"),
+        (
+            chart("v1alpha1", status={"versions": [{"version": "1"}, 7]}),
+            "v1alpha2",
+            "status.versions[1] must be an object, not a number",
+        ),
+        (
+            package_revision("v1alpha1", spec={"tasks": {"type": "init"}}),
+            "v1alpha2",
+            "spec.tasks must be a list, not an object",
+        ),
+        (
+            package_revision("v1alpha2", spec=[], status={"revision": 1}),
+            "v1alpha1",
+            "spec must be an object, not a list",
+        ),
+    ],
+)
+def test_malformed_fields_are_named(obj: dict[str, Any], to_version: str, message: str) -> None:
+    with pytest.raises(ConversionError) as raised:
+        convert(obj, to_version)
+    assert str(raised.value) == message
+
+
+def test_tampered_payload_is_named() -> None:
+    obj = chart("v1alpha1", status={"versions": []})
+    obj["metadata"]["annotations"] = {CONVERSION_DATA: '{"from":"v1alpha2","created":"status"}'}
+    with pytest.raises(ConversionError) as raised:
+        convert(obj, "v1alpha2")
+    assert str(raised.value) == f"annotation {CONVERSION_DATA}: created must be a list, not a string"
