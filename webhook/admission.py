@@ -13,6 +13,7 @@ This module alone knows the admission wire contract (DESIGN.md section 4):
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 import time
@@ -258,21 +259,7 @@ class Admission:
 
 
 def _with_object(req: AdmissionRequest, obj: Any) -> AdmissionRequest:
-    if obj is req.object:
-        return req
-    return AdmissionRequest(
-        uid=req.uid,
-        operation=req.operation,
-        kind=req.kind,
-        version=req.version,
-        name=req.name,
-        namespace=req.namespace,
-        sub_resource=req.sub_resource,
-        object=obj,
-        old_object=req.old_object,
-        user=req.user,
-        dry_run=req.dry_run,
-    )
+    return req if obj is req.object else dataclasses.replace(req, object=obj)
 
 
 def review(admission: Admission, family: str, mutating: bool, body: bytes) -> tuple[AdmissionRequest, dict[str, Any]]:

@@ -22,6 +22,7 @@ from policies.kinds import SOLAR
 from policies.model import AdmissionRequest, GroupKind, Operation, UserInfo
 from policies.rules import Context
 from policies.view import MemoryView
+from tests.support.objects import changed  # noqa: F401 - re-exported for the rule tests
 
 NS = "team-a"
 OTHER_NS = "team-b"
@@ -147,19 +148,6 @@ def reference_grant(ns: str, from_kind: str, from_ns: str, to_kind: str, name: s
         "to": [{"group": SOLAR, "kind": to_kind}],
     }
     return _obj("ReferenceGrant", name, ns, spec)
-
-
-def changed(obj: Obj, *path: str, value: Any) -> Obj:
-    """A deep copy of ``obj`` with ``path`` set to ``value`` (``None`` removes the key)."""
-    out = copy.deepcopy(obj)
-    cur = out
-    for key in path[:-1]:
-        cur = cur.setdefault(key, {})
-    if value is None:
-        cur.pop(path[-1], None)
-    else:
-        cur[path[-1]] = value
-    return out
 
 
 def kind_of(obj: Obj) -> GroupKind:

@@ -20,6 +20,7 @@ from policies.model import AdmissionRequest, Operation, UserInfo
 from policies.packages import RULES
 from policies.rules import Context
 from policies.view import MemoryView
+from tests.support.objects import changed  # noqa: F401 - re-exported for the rule tests
 
 NS = "team-a"
 REPO = "blueprints"
@@ -69,19 +70,6 @@ def revision(
     if annotations is not None:
         meta["annotations"] = annotations
     return {"apiVersion": f"porch.kpt.dev/{version}", "kind": "PackageRevision", "metadata": meta, "spec": body}
-
-
-def changed(obj: dict[str, Any], *path: str, value: Any) -> dict[str, Any]:
-    """A deep copy of ``obj`` with ``path`` set to ``value`` (``None`` removes the key)."""
-    out = copy.deepcopy(obj)
-    cur = out
-    for key in path[:-1]:
-        cur = cur.setdefault(key, {})
-    if value is None:
-        cur.pop(path[-1], None)
-    else:
-        cur[path[-1]] = value
-    return out
 
 
 def view(*objs: dict[str, Any], synced: bool = True) -> MemoryView:
