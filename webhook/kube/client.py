@@ -190,12 +190,14 @@ class WatchStream:
             if not self._closed:
                 raise
         finally:
+            self._response.close()  # a finished watch's connection is closed by the server: never reuse it
             self._response.release_conn()
 
     def close(self) -> None:
         """Cut the connection (unblocks a reader waiting in ``recv`` on another thread)."""
         self._closed = True
-        with contextlib.suppress(OSError):
+        # RuntimeError: already back in the pool; ValueError: the connection is already closed.
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
             self._response.shutdown()  # urllib3 >= 2.3: shuts the socket down, a blocked recv returns
 
     def __enter__(self) -> WatchStream:
