@@ -113,7 +113,14 @@ def task(draw: st.DrawFn) -> Obj:
     return result
 
 
-tasks = st.lists(task(), max_size=4)
+def repeated(item: st.SearchStrategy[Any], small: int) -> st.SearchStrategy[list[Any]]:
+    """Short lists, empty ones, and large ones (a short list repeated 50 to 300 times)."""
+    short = st.lists(item, max_size=small)
+    large = st.tuples(st.lists(item, min_size=1, max_size=5), st.integers(50, 300)).map(lambda p: p[0] * p[1])
+    return st.one_of(short, st.just([]), large)
+
+
+tasks = repeated(task(), small=4)
 
 v2_source_members = {
     "init": task_bodies["init"],
@@ -128,7 +135,7 @@ v2_sources = st.one_of(
     st.fixed_dictionaries({"copyFrom": ref}).flatmap(lambda s: extras.map(lambda e: {**e, **s})),
     st.fixed_dictionaries({"init": scalars}),
 )
-readiness = st.lists(with_extras(optional(conditionType=names)), max_size=2)
+readiness = repeated(with_extras(optional(conditionType=names)), small=2)
 common_spec = {
     "packageName": names,
     "repository": names,
@@ -216,10 +223,7 @@ v2_entry = with_extras(
 
 
 def entry_lists(entry: st.SearchStrategy[Obj]) -> st.SearchStrategy[list[Obj]]:
-    """Short lists, empty ones, and large ones (a short list repeated up to 300 times)."""
-    short = st.lists(entry, max_size=8)
-    large = st.tuples(st.lists(entry, min_size=1, max_size=5), st.integers(50, 300)).map(lambda p: p[0] * p[1])
-    return st.one_of(short, st.just([]), large)
+    return repeated(entry, small=8)
 
 
 def chart(api_version: str, entry: st.SearchStrategy[Obj], consumed_by: str) -> st.SearchStrategy[Obj]:

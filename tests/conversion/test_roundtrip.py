@@ -18,7 +18,7 @@ from policies.conversion import helmclusteraddonchart as charts
 from policies.conversion import packagerevision as pkgrev
 from tests.conversion import strategies as gen
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def convert(obj: Mapping[str, Any], to_version: str) -> dict[str, Any]:
