@@ -1,4 +1,4 @@
-"""``catalog-warden``: serve, certs, review.
+"""``catalog-warden``: serve, sidecar, certs, review.
 
 Every user error (bad flag, missing file, unreadable state) is one line on stderr naming the
 path or flag, and a non-zero exit; never a traceback.
@@ -48,6 +48,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--config", type=Path, help="YAML configuration (identities, families, thresholds)")
     s.add_argument("--cert-poll-seconds", type=float, default=5.0, help="how often to check the pair for rotation")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    sc = sub.add_parser("sidecar", help="run the availability, referenced-set and reclamation loops")
+    sc.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: the in-cluster service account)")
+    sc.add_argument("--config", type=Path, help="YAML configuration (the sidecar: section)")
+    sc.add_argument("--events-port", type=int, default=8081, help="port for /events, /healthz, /metrics")
+    sc.add_argument("--identity", default="", help="this replica's Lease identity (default: $POD_NAME or hostname)")
+    sc.add_argument("--namespace", default="", help="namespace of the Lease (default: $POD_NAMESPACE or config)")
+    sc.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
     c = sub.add_parser("certs", help="write a development CA and serving certificate")
     c.add_argument("--out", type=Path, required=True, help="directory to write ca.crt, tls.crt, tls.key into")
@@ -101,6 +109,31 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+def _cmd_sidecar(args: argparse.Namespace) -> None:
+    import os
+    import socket
+
+    from webhook import logs
+    from webhook.kube.client import Kube, build_api_client
+    from webhook.sidecar.runner import Sidecar, SidecarSettings
+
+    logs.setup(args.log_level)
+    config = load_config(args.config)
+    if args.kubeconfig is not None and not args.kubeconfig.is_file():
+        _fail(f"--kubeconfig {args.kubeconfig}: no such file")
+    try:
+        kube = Kube(build_api_client(args.kubeconfig))
+    except Exception as exc:  # the kubernetes client raises ConfigException and others
+        _fail(f"cannot connect to the cluster: {exc}")
+    settings = SidecarSettings(
+        namespace=args.namespace or os.environ.get("POD_NAMESPACE") or config.sidecar.referencedSet.namespace,
+        identity=args.identity or os.environ.get("POD_NAME") or socket.gethostname(),
+        events_port=args.events_port,
+    )
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(Sidecar(kube, config, settings).run())
+
+
 def _cmd_certs(args: argparse.Namespace) -> None:
     try:
         bundle = write_dev_certs(args.out, args.dns)
@@ -145,7 +178,7 @@ def _cmd_review(args: argparse.Namespace) -> None:
     print(json.dumps(answer, indent=2))
 
 
-COMMANDS = {"serve": _cmd_serve, "certs": _cmd_certs, "review": _cmd_review}
+COMMANDS = {"serve": _cmd_serve, "sidecar": _cmd_sidecar, "certs": _cmd_certs, "review": _cmd_review}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,0 +1,217 @@
+"""Reclamation: remove from opted-in registries what the referenced set does not keep.
+
+Per Registry object annotated ``catalog-warden.io/reclaim`` (``distribution-delete`` or
+``zot-untag``; anything else is off), one pass:
+
+1. refuses at once when the set is incomplete (no registry request at all);
+2. lists the registry: catalog, then for each managed ``component-descriptors/`` repository its
+   tags, then one HEAD per tag for its digest. A failed catalog or tag listing makes the
+   listing *partial*, and a partial listing reclaims nothing in that registry (a repository we
+   could not list might be the only one that would have shown a tag as shared). A failed HEAD
+   leaves that tag's digest unknown, which the plan treats conservatively;
+3. plans with ``policies.reclaim.plan`` and executes the actions in order: delete by digest or
+   untag; in dry-run nothing is removed. A failed action is counted and the rest go on.
+
+Ages: registry APIs carry no push time, so a tag's age is the time this process first listed it
+at that digest (kept in memory; a restart makes everything young again, which only delays).
+One Event per registry and pass that planned removals reports what was (or would be) removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from policies.artifacts import is_managed_repository
+from policies.kinds import REGISTRY
+from policies.model import Obj
+from policies.objects import dig, ref_of
+from policies.reclaim import ActionKind, ReclaimMode, ReclaimPlan, TagInfo, plan, reclaim_mode_of
+from policies.referenced_set import IncompleteSet, ReferencedSet
+from policies.sidecar_config import ReclaimConfig
+from policies.view import View
+from webhook.registry.client import RegistryClient
+from webhook.registry.errors import RegistryError
+from webhook.sidecar.clients import RegistryClients, registry_hostname
+from webhook.sidecar.metrics import SidecarMetrics
+
+log = logging.getLogger("catalog_warden.sidecar.reclaim")
+
+LOOKUP_CONCURRENCY = 8
+"""Tag lookups in flight while listing, as the availability loop's default."""
+
+EVENT_REASON = "ArtifactsReclaimed"
+EVENT_REASON_DRY_RUN = "ArtifactsReclaimDryRun"
+MSG_EVENT = "{verb} {count} artifact(s) not in referenced set generation {generation}: {what}"
+MSG_PARTIAL = "listing of {registry} incomplete ({why}); nothing is reclaimed"
+
+EventSink = Callable[[Obj, str, str], None]
+"""``(involved object, reason, message)``: emits an Event (``Writer.emit_event``); blocking."""
+
+
+@dataclass
+class RegistryReport:
+    """One registry's pass: the plan (or why there was none) and what was executed."""
+
+    registry: str
+    mode: ReclaimMode
+    plan: ReclaimPlan | None = None
+    refused: str = ""
+    removed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    requests: int = 0
+
+
+class _Partial(Exception):
+    """The listing could not be completed."""
+
+
+class Reclaimer:
+    def __init__(
+        self,
+        view: View,
+        clients: RegistryClients,
+        config: ReclaimConfig,
+        emit_event: EventSink | None = None,
+        metrics: SidecarMetrics | None = None,
+    ) -> None:
+        self.view = view
+        self.clients = clients
+        self.config = config
+        self.emit_event = emit_event
+        self.metrics = metrics or SidecarMetrics()
+        self._first_seen: dict[tuple[str, str, str, str], datetime] = {}
+        self._lookups = asyncio.Semaphore(LOOKUP_CONCURRENCY)
+
+    def registries(self) -> list[tuple[Obj, ReclaimMode]]:
+        """Registry objects that opted in, in ``namespace/name`` order, one per hostname."""
+        found: dict[str, tuple[Obj, ReclaimMode]] = {}
+        for registry in sorted(self.view.list(REGISTRY), key=ref_of):
+            mode = reclaim_mode_of(registry)
+            host = registry_hostname(registry)
+            if mode is not None and host and host not in found:
+                found[host] = (registry, mode)
+        return list(found.values())
+
+    async def run_once(self, referenced: ReferencedSet | IncompleteSet, now: datetime) -> list[RegistryReport]:
+        started = time.monotonic()
+        reports = [await self._registry(obj, mode, referenced, now) for obj, mode in self.registries()]
+        self.metrics.passes.labels("reclaim").inc()
+        self.metrics.pass_duration.labels("reclaim").observe(time.monotonic() - started)
+        self.metrics.last_pass.labels("reclaim").set(now.timestamp())
+        return reports
+
+    async def _registry(
+        self, registry: Obj, mode: ReclaimMode, referenced: ReferencedSet | IncompleteSet, now: datetime
+    ) -> RegistryReport:
+        host = str(dig(registry, "spec", "hostname", default="")).strip().rstrip("/")
+        report = RegistryReport(host, mode)
+        if isinstance(referenced, IncompleteSet):
+            # plan() refuses too; asking first would cost a full listing for nothing
+            report.plan = plan(referenced, host, {}, mode, self.config.safetyAge, self.config.perPassCap, now)
+            return self._refused(report, report.plan.refused, "incomplete")
+        client = await self.clients.client(host)
+        try:
+            listing = await self._list(client, host, now, report)
+        except _Partial as exc:
+            return self._refused(report, MSG_PARTIAL.format(registry=host, why=exc), "partial")
+        report.plan = plan(referenced, host, listing, mode, self.config.safetyAge, self.config.perPassCap, now)
+        if report.plan.refused:
+            return self._refused(report, report.plan.refused, "refused")
+        await self._execute(client, report)
+        await self._report_event(registry, report, referenced.generation)
+        return report
+
+    def _refused(self, report: RegistryReport, why: str, label: str) -> RegistryReport:
+        report.refused = why
+        self.metrics.reclaim_refusals.labels(report.registry, label).inc()
+        log.warning("reclamation refused", extra={"fields": {"registry": report.registry, "why": why}})
+        return report
+
+    async def _list(
+        self, client: RegistryClient, host: str, now: datetime, report: RegistryReport
+    ) -> dict[str, list[TagInfo]]:
+        try:
+            report.requests += 1
+            repositories = [r for r in await client.catalog() if is_managed_repository(r)]
+            listing: dict[str, list[TagInfo]] = {}
+            for repository in repositories:
+                report.requests += 1
+                tags = await client.tags(repository)
+                listing[repository] = list(
+                    await asyncio.gather(*(self._tag(client, host, repository, t, now, report) for t in tags))
+                )
+        except RegistryError as exc:
+            raise _Partial(str(exc)) from exc
+        return listing
+
+    async def _tag(
+        self, client: RegistryClient, host: str, repository: str, tag: str, now: datetime, report: RegistryReport
+    ) -> TagInfo:
+        report.requests += 1
+        try:
+            async with self._lookups:
+                digest: str | None = (await client.head_manifest(repository, tag)).digest
+        except RegistryError as exc:
+            log.info("tag lookup failed", extra={"fields": {"repository": repository, "tag": tag, "error": str(exc)}})
+            return TagInfo(tag, None)
+        seen = self._first_seen.setdefault((host.lower(), repository, tag, digest), now)
+        return TagInfo(tag, digest, seen)
+
+    async def _execute(self, client: RegistryClient, report: RegistryReport) -> None:
+        assert report.plan is not None
+        mode = str(report.mode)
+        for action in report.plan.actions:
+            what = (
+                f"{action.repository}@{action.reference}"
+                if action.kind is ActionKind.DELETE_DIGEST
+                else (f"{action.repository}:{action.reference}")
+            )
+            if self.config.dryRun:
+                report.removed.append(what)
+                self.metrics.reclaim_actions.labels(report.registry, mode, "dry_run").inc()
+                continue
+            try:
+                report.requests += 1
+                if action.kind is ActionKind.DELETE_DIGEST:
+                    await client.delete_manifest(action.repository, action.reference)
+                else:
+                    await client.delete_tag(action.repository, action.reference)
+            except RegistryError as exc:
+                report.failed.append(what)
+                self.metrics.reclaim_actions.labels(report.registry, mode, "failed").inc()
+                log.warning("reclamation action failed", extra={"fields": {"action": what, "error": str(exc)}})
+                continue
+            report.removed.append(what)
+            self.metrics.reclaim_actions.labels(report.registry, mode, "removed").inc()
+        log.info(
+            "reclamation pass",
+            extra={
+                "fields": {
+                    "registry": report.registry,
+                    "removed": len(report.removed),
+                    "failed": len(report.failed),
+                    "deferred": report.plan.deferred,
+                    "dryRun": self.config.dryRun,
+                }
+            },
+        )
+
+    async def _report_event(self, registry: Obj, report: RegistryReport, generation: int) -> None:
+        if self.emit_event is None or not report.removed:
+            return
+        dry = self.config.dryRun
+        message = MSG_EVENT.format(
+            verb="would remove" if dry else "removed",
+            count=len(report.removed),
+            generation=generation,
+            what=", ".join(report.removed),
+        )
+        try:
+            await asyncio.to_thread(self.emit_event, registry, EVENT_REASON_DRY_RUN if dry else EVENT_REASON, message)
+        except Exception as exc:  # an Event is a report, never a reason to fail the pass
+            log.warning("event not emitted", extra={"fields": {"error": str(exc)}})

@@ -1,0 +1,132 @@
+"""Publishing the referenced set: only a complete set, only when its content changed.
+
+Each pass computes the set from the informer cache (``policies.referenced_set.compute``). An
+:class:`~policies.referenced_set.IncompleteSet` publishes nothing (the last published ConfigMap
+stands) and is handed on as is, so reclamation refuses too. A complete set whose keeps equal the
+published ones writes nothing; otherwise the ConfigMap is written with the next generation, as
+an update carrying the resourceVersion that was read (a create when there is none), so two
+writers never both win.
+
+The ConfigMap is read with one GET per pass rather than cached, so a new leader, or an operator
+who deleted it, is picked up without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from policies.kinds import CONFIG_MAP
+from policies.model import Obj
+from policies.referenced_set import CONFIGMAP_KEY, IncompleteSet, ReferencedSet, compute
+from policies.sidecar_config import ReferencedSetConfig
+from policies.view import View
+from webhook.kube.client import Conflict, Kube, NotFound
+from webhook.sidecar.metrics import SidecarMetrics
+
+log = logging.getLogger("catalog_warden.sidecar.referenced_set")
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "catalog-warden", "app.kubernetes.io/component": "referenced-set"}
+TIMEOUT = 10.0
+
+
+class Publication(StrEnum):
+    PUBLISHED = "published"
+    UNCHANGED = "unchanged"
+    INCOMPLETE = "incomplete"
+    CONFLICT = "conflict"
+    """Someone else wrote the ConfigMap between our read and our write: nothing is reclaimed this pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """The set this pass stands on (complete or not) and what happened to the ConfigMap."""
+
+    result: Publication
+    referenced: ReferencedSet | IncompleteSet
+
+    @property
+    def reclaimable(self) -> ReferencedSet | IncompleteSet:
+        """What reclamation may use: the set, unless the write lost a race (then an incomplete one)."""
+        if self.result is Publication.CONFLICT:
+            return IncompleteSet(self.referenced.computed_at, ("the referenced set ConfigMap changed under us",))
+        return self.referenced
+
+
+class ReferencedSetPublisher:
+    def __init__(
+        self, view: View, kube: Kube, config: ReferencedSetConfig, metrics: SidecarMetrics | None = None
+    ) -> None:
+        self.view = view
+        self.kube = kube
+        self.config = config
+        self.metrics = metrics or SidecarMetrics()
+
+    async def publish(self, now: datetime) -> PublishResult:
+        """Compute the set as of ``now`` and publish it if it is complete and new."""
+        started = time.monotonic()
+        try:
+            return await asyncio.to_thread(self._publish, now)
+        finally:
+            self.metrics.passes.labels("referenced-set").inc()
+            self.metrics.pass_duration.labels("referenced-set").observe(time.monotonic() - started)
+            self.metrics.last_pass.labels("referenced-set").set(now.timestamp())
+
+    def _publish(self, now: datetime) -> PublishResult:
+        current = self._read()
+        last = _published(current)
+        computed = compute(self.view, (last.generation if last else 0) + 1, now)
+        if isinstance(computed, IncompleteSet):
+            log.warning("referenced set incomplete, nothing published", extra={"fields": {"why": computed.summary()}})
+            return self._done(Publication.INCOMPLETE, computed)
+        if last is not None and computed.same_content(last):
+            return self._done(Publication.UNCHANGED, computed)
+        try:
+            self._write(current, computed)
+        except Conflict:
+            log.warning("referenced set ConfigMap changed concurrently; retrying next pass")
+            return self._done(Publication.CONFLICT, computed)
+        self.metrics.generation.set(computed.generation)
+        log.info("referenced set published", extra={"fields": {"generation": computed.generation}})
+        return self._done(Publication.PUBLISHED, computed)
+
+    def _done(self, result: Publication, referenced: ReferencedSet | IncompleteSet) -> PublishResult:
+        self.metrics.publications.labels(str(result)).inc()
+        return PublishResult(result, referenced)
+
+    def _read(self) -> Obj | None:
+        try:
+            return self.kube.get(CONFIG_MAP, self.config.configMap, self.config.namespace, timeout=TIMEOUT)
+        except NotFound:
+            return None
+
+    def _write(self, current: Obj | None, referenced: ReferencedSet) -> None:
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.config.configMap, "namespace": self.config.namespace, "labels": MANAGED_BY},
+            "data": {CONFIGMAP_KEY: referenced.dumps()},
+        }
+        if current is None:
+            self.kube.create(CONFIG_MAP, body, timeout=TIMEOUT)
+            return
+        meta = current.get("metadata") or {}
+        body["metadata"] = {**meta, "labels": {**(meta.get("labels") or {}), **MANAGED_BY}}
+        self.kube.replace(CONFIG_MAP, body, timeout=TIMEOUT)
+
+
+def _published(configmap: Obj | None) -> ReferencedSet | None:
+    """The set in the ConfigMap, or None when there is none or it is unreadable (then it is replaced)."""
+    text = ((configmap or {}).get("data") or {}).get(CONFIGMAP_KEY)
+    if not text:
+        return None
+    try:
+        return ReferencedSet.loads(text)
+    except (ValueError, TypeError, AttributeError) as exc:
+        log.warning("published referenced set unreadable; it will be replaced", extra={"fields": {"error": str(exc)}})
+        return None

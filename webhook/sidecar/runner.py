@@ -1,0 +1,203 @@
+"""The sidecar process: cache, registry clients, the loops under leader election, the events endpoint.
+
+Only the Lease holder runs loops; every replica serves ``/events`` (a follower queues re-checks
+that only run if it becomes leader, which is harmless: the periodic pass is the guarantee),
+``/healthz`` and ``/metrics``. A pass is, in order and each switchable by config: availability,
+referenced-set publication, reclamation (which needs the set just computed, so it runs only
+with ``referencedSet.enabled`` and only on a complete set). Between passes the scheduler waits
+``availability.interval`` or for an early re-check, whichever comes first.
+
+Shutdown (a signal or :meth:`Sidecar.stop`): the loops are cancelled first, then the Lease is
+released (so a follower takes over at once), then the listener, the cache and the clients close.
+Losing the Lease cancels the loops at once; a write already sent may still complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import uvicorn
+
+from policies.config import PolicyConfig
+from policies.kinds import CATALOG_KINDS, SECRET
+from policies.model import Obj
+from webhook.kube.cache import InformerCache
+from webhook.kube.client import Kube, NotFound
+from webhook.kube.leader import LeaderElector, LeaseTiming
+from webhook.kube.writes import Writer
+from webhook.sidecar.availability import AvailabilityLoop
+from webhook.sidecar.clients import ClientFactory, RegistryClients, default_factory
+from webhook.sidecar.events import events_app
+from webhook.sidecar.metrics import SidecarMetrics
+from webhook.sidecar.reclaim import Reclaimer
+from webhook.sidecar.referenced_set import ReferencedSetPublisher
+
+log = logging.getLogger("catalog_warden.sidecar")
+
+LEASE_NAME = "catalog-warden-sidecar"
+SECRET_TIMEOUT = 10.0
+SYNC_POLL = 0.1
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclass(frozen=True)
+class SidecarSettings:
+    namespace: str = "catalog-warden"
+    """Where the Lease lives (the warden's namespace)."""
+    identity: str = ""
+    """This replica's name in the Lease (the pod name)."""
+    events_host: str = "0.0.0.0"
+    events_port: int = 8081
+    lease_name: str = LEASE_NAME
+
+
+class Sidecar:
+    """Everything the ``sidecar`` command runs; tests build one with their own cache and clock."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        config: PolicyConfig,
+        settings: SidecarSettings,
+        *,
+        clock: Callable[[], datetime.datetime] = utc_now,
+        cache: InformerCache | None = None,
+        client_factory: ClientFactory = default_factory,
+        lease_timing: LeaseTiming | None = None,
+    ) -> None:
+        self.kube = kube
+        self.config = config.sidecar
+        self.settings = settings
+        self.clock = clock
+        self.lease_timing = lease_timing
+        self.metrics = SidecarMetrics()
+        self.cache = cache or InformerCache(kube, CATALOG_KINDS)
+        self.writer = Writer(kube, instance=settings.identity, clock=clock)
+        self.clients = RegistryClients(self.cache, self._read_secret, client_factory)
+        self.availability = AvailabilityLoop(self.cache, kube, self.clients, self.config.availability, self.metrics)
+        self.publisher = ReferencedSetPublisher(self.cache, kube, self.config.referencedSet, self.metrics)
+        self.reclaimer = Reclaimer(self.cache, self.clients, self.config.reclaim, self._emit_event, self.metrics)
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                events_app(self.cache, self.availability.request_recheck, self.metrics),
+                host=settings.events_host,
+                port=settings.events_port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+            )
+        )
+        self.leading = asyncio.Event()
+        self._lost = asyncio.Event()
+
+    # ---- one pass (tests call this directly) --------------------------------------------------
+
+    async def pass_once(self, now: datetime.datetime) -> None:
+        """Availability, then the referenced set, then reclamation, as each is enabled."""
+        if self.config.availability.enabled:
+            await self.availability.run_once(now)
+        if self.config.referencedSet.enabled:
+            published = await self.publisher.publish(now)
+            await self.reclaimer.run_once(published.reclaimable, now)
+
+    async def schedule(self) -> None:
+        """Run passes every interval, and early re-checks as they are queued, until cancelled."""
+        interval = self.config.availability.interval.total_seconds()
+        while True:
+            try:
+                await self.pass_once(self.clock())
+            except Exception:  # the next pass starts from fresh state; a loop that dies reclaims nothing
+                log.exception("sidecar pass failed")
+                self.metrics.passes.labels("failed").inc()
+            deadline = asyncio.get_running_loop().time() + interval
+            while (remaining := deadline - asyncio.get_running_loop().time()) > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.availability.recheck_wanted.wait(), remaining)
+                keys = self.availability.take_rechecks()
+                if keys and self.config.availability.enabled:
+                    try:
+                        await self.availability.run_once(self.clock(), only=keys)
+                    except Exception:
+                        log.exception("early re-check failed")
+
+    # ---- the process --------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+
+    async def run(self) -> None:
+        """Serve until :meth:`stop` or a signal; lead the loops while holding the Lease."""
+        loop = asyncio.get_running_loop()
+        self.cache.start()
+        elector = LeaderElector(
+            self.kube,
+            self.settings.namespace,
+            self.settings.lease_name,
+            self.settings.identity,
+            timing=self.lease_timing,
+            on_started_leading=lambda: loop.call_soon_threadsafe(self._started_leading),
+            on_stopped_leading=lambda: loop.call_soon_threadsafe(self._stopped_leading),
+        )
+        elector_stop = threading.Event()
+        leader = asyncio.create_task(self._campaign(elector, elector_stop))
+        log.info("sidecar serving", extra={"fields": {"events_port": self.settings.events_port}})
+        try:
+            await self.server.serve()
+        finally:
+            leader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await leader
+            elector_stop.set()
+            await asyncio.to_thread(self._join, elector_stop)
+            self.cache.stop()
+            await self.clients.aclose()
+
+    def _started_leading(self) -> None:
+        self._lost.clear()
+        self.leading.set()
+
+    def _stopped_leading(self) -> None:
+        self.leading.clear()
+        self._lost.set()
+
+    async def _campaign(self, elector: LeaderElector, elector_stop: threading.Event) -> None:
+        self._elector_thread = threading.Thread(target=elector.run, args=(elector_stop,), name="sidecar-elector")
+        self._elector_thread.start()
+        while not self.cache.synced:
+            await asyncio.sleep(SYNC_POLL)
+        while True:
+            await self.leading.wait()
+            work = asyncio.create_task(self.schedule())
+            lost = asyncio.create_task(self._lost.wait())
+            try:
+                await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (work, lost):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    def _join(self, _stop: threading.Event) -> None:
+        thread = getattr(self, "_elector_thread", None)
+        if thread is not None:
+            thread.join(30)
+
+    # ---- cluster reads and writes the loops need --------------------------------------------
+
+    def _read_secret(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return self.kube.get(SECRET, name, namespace, timeout=SECRET_TIMEOUT)
+        except NotFound:
+            return None
+
+    def _emit_event(self, involved: Obj, reason: str, message: str) -> None:
+        self.writer.emit_event(involved, reason, message)
