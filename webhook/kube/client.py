@@ -38,12 +38,17 @@ JSON_PATCH = "application/json-patch+json"
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """Where one kind is served: group, version, plural, and whether it lives in namespaces."""
+    """Where one kind is served: group, version, plural, namespaced, and whether status is a subresource.
+
+    Without a status subresource (ComponentVersion, as on the aggregated API) status is written
+    through the main resource.
+    """
 
     kind: GroupKind
     version: str
     plural: str
     namespaced: bool
+    status_subresource: bool = False
 
     @property
     def api_version(self) -> str:
@@ -63,8 +68,8 @@ class Resource:
         return "/".join(parts)
 
 
-def _r(kind: GroupKind, version: str, plural: str, namespaced: bool = True) -> Resource:
-    return Resource(kind, version, plural, namespaced)
+def _r(kind: GroupKind, version: str, plural: str, namespaced: bool = True, status: bool = False) -> Resource:
+    return Resource(kind, version, plural, namespaced, status)
 
 
 RESOURCES: Mapping[GroupKind, Resource] = {
@@ -72,18 +77,24 @@ RESOURCES: Mapping[GroupKind, Resource] = {
     for r in (
         _r(kinds.COMPONENT, "v1alpha1", "components"),
         _r(kinds.COMPONENT_VERSION, "v1alpha1", "componentversions"),
-        _r(kinds.RELEASE, "v1alpha1", "releases"),
-        _r(kinds.TARGET, "v1alpha1", "targets"),
+        _r(kinds.RELEASE, "v1alpha1", "releases", status=True),
+        _r(kinds.TARGET, "v1alpha1", "targets", status=True),
         _r(kinds.REGISTRY, "v1alpha1", "registries"),
         _r(kinds.REGISTRY_BINDING, "v1alpha1", "registrybindings"),
         _r(kinds.RELEASE_BINDING, "v1alpha1", "releasebindings"),
         _r(kinds.REFERENCE_GRANT, "v1alpha1", "referencegrants"),
-        _r(kinds.PACKAGE_REVISION, "v1alpha2", "packagerevisions"),
-        _r(kinds.REPOSITORY, "v1alpha1", "repositories"),
-        _r(kinds.HELM_CLUSTER_ADDON, "v1alpha1", "helmclusteraddons", namespaced=False),
-        _r(kinds.HELM_CLUSTER_ADDON_CHART, "v1alpha2", "helmclusteraddoncharts", namespaced=False),
-        _r(kinds.HELM_CLUSTER_ADDON_REPOSITORY, "v1alpha1", "helmclusteraddonrepositories", namespaced=False),
-        _r(kinds.NAMESPACE, "v1", "namespaces", namespaced=False),
+        _r(kinds.PACKAGE_REVISION, "v1alpha2", "packagerevisions", status=True),
+        _r(kinds.REPOSITORY, "v1alpha1", "repositories", status=True),
+        _r(kinds.HELM_CLUSTER_ADDON, "v1alpha1", "helmclusteraddons", namespaced=False, status=True),
+        _r(kinds.HELM_CLUSTER_ADDON_CHART, "v1alpha2", "helmclusteraddoncharts", namespaced=False, status=True),
+        _r(
+            kinds.HELM_CLUSTER_ADDON_REPOSITORY,
+            "v1alpha1",
+            "helmclusteraddonrepositories",
+            namespaced=False,
+            status=True,
+        ),
+        _r(kinds.NAMESPACE, "v1", "namespaces", namespaced=False, status=True),
         _r(kinds.SECRET, "v1", "secrets"),
         _r(kinds.CONFIG_MAP, "v1", "configmaps"),
         _r(kinds.EVENT, "v1", "events"),
@@ -102,9 +113,12 @@ def resources_from_crds(directory: Path) -> dict[GroupKind, Resource]:
             if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                 continue
             spec = doc["spec"]
-            storage = next(v["name"] for v in spec["versions"] if v.get("storage"))
+            storage = next(v for v in spec["versions"] if v.get("storage"))
             kind = GroupKind(spec["group"], spec["names"]["kind"])
-            found[kind] = Resource(kind, storage, spec["names"]["plural"], spec["scope"] == "Namespaced")
+            status = "status" in (storage.get("subresources") or {})
+            found[kind] = Resource(
+                kind, storage["name"], spec["names"]["plural"], spec["scope"] == "Namespaced", status
+            )
     return found
 
 
