@@ -82,7 +82,6 @@ def test_review_request_is_built_exactly(make_double: MakeDouble, webhook: Scrip
         "operation": "CREATE",
         "userInfo": {
             "username": "system:serviceaccount:solar-system:solar-discovery",
-            "uid": "",
             "groups": [
                 "discoverers",
                 "system:serviceaccounts",

@@ -211,14 +211,15 @@ class Admission:
             "resource": gvr,
             "requestKind": {**gvk, "version": attrs.version},
             "requestResource": {**gvr, "version": attrs.version},
-            "name": attrs.name,
             "operation": attrs.operation,
-            "userInfo": copy.deepcopy(attrs.user),
+            "userInfo": {k: copy.deepcopy(v) for k, v in attrs.user.items() if v},  # omitempty, as Go encodes it
             "object": copy.deepcopy(sent_object),
             "oldObject": copy.deepcopy(sent_old),
             "dryRun": attrs.dry_run,
             "options": {"kind": OPTIONS_KIND[attrs.operation], "apiVersion": "meta.k8s.io/v1", **attrs.options},
         }
+        if attrs.name:
+            request["name"] = attrs.name
         if attrs.sub:
             request["subResource"] = attrs.sub
             request["requestSubResource"] = attrs.sub

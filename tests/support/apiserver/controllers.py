@@ -21,7 +21,7 @@ from typing import Any
 from tests.support.apiserver.errors import ApiError
 from tests.support.apiserver.operations import FOREGROUND, ORPHAN, Api, Target
 from tests.support.apiserver.resources import NAMESPACES
-from tests.support.apiserver.store import ObjectKey
+from tests.support.apiserver.store import Event, ObjectKey
 
 GC_USER = "system:serviceaccount:kube-system:generic-garbage-collector"
 NAMESPACE_USER = "system:serviceaccount:kube-system:namespace-controller"
@@ -37,6 +37,17 @@ def service_account_user(username: str, groups: tuple[str, ...] = ()) -> dict[st
     return {"username": username, "uid": "", "groups": [*all_groups, "system:authenticated"]}
 
 
+def _relevant(event: Event) -> bool:
+    """Only deletions, owned objects, objects being deleted and namespaces can give the controllers work."""
+    before = (event.previous or {}).get("metadata", {})
+    metadata = event.object["metadata"]
+    return (
+        event.type == "DELETED"
+        or event.key[:2] == NAMESPACES.key
+        or bool(metadata.get("ownerReferences") or metadata.get("deletionTimestamp") or before.get("ownerReferences"))
+    )
+
+
 class Controllers:
     """Garbage collector and namespace controller over one `Api`."""
 
@@ -45,6 +56,7 @@ class Controllers:
         self._stopping = stopping
         self._thread = threading.Thread(target=self._run, name="apiserver-double-controllers", daemon=True)
         self.errors: list[str] = []  # refusals and failures, newest last, for test diagnostics
+        self._pending = True
 
     def start(self) -> None:
         self._thread.start()
@@ -53,13 +65,17 @@ class Controllers:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        seen = -1
+        seen = 0
         while not self._stopping.is_set():
             with self._api.store.changed:
                 if self._api.store.resource_version == seen:
                     self._api.store.changed.wait(RETRY_SECONDS)
-            seen = self._api.store.resource_version
+                events = self._api.store.events_after(seen)
+                seen = self._api.store.resource_version
+            if events is not None and not any(_relevant(e) for e in events) and not self._pending:
+                continue
             try:
+                self._pending = False
                 self.reconcile()
             except Exception as exc:  # keep the loop alive; the failure is recorded for the test to see
                 self.errors.append(f"{type(exc).__name__}: {exc}")
@@ -83,6 +99,7 @@ class Controllers:
         try:
             action(*args)
         except ApiError as exc:
+            self._pending = True  # refused or conflicted: try again on the next pass even if nothing changes
             self.errors.append(f"{what}: {exc.code} {exc.message}")
 
     def _collect(self, key: ObjectKey, obj: dict[str, Any], by_uid: dict[str, Any], snapshot: dict[Any, Any]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import copy
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,10 +64,6 @@ class Store:
         """A shallow copy of all objects; callers must not mutate the values (controllers only read)."""
         with self.changed:
             return dict(self._objects)
-
-    def keys(self, predicate: Callable[[ObjectKey, dict[str, Any]], bool]) -> list[ObjectKey]:
-        with self.changed:
-            return [key for key, obj in self._objects.items() if predicate(key, obj)]
 
     def write(self, key: ObjectKey, obj: dict[str, Any] | None, expected_rv: str | None) -> dict[str, Any] | None:
         """Store `obj` (None deletes) if the current object's resourceVersion is `expected_rv`.
