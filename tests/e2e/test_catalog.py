@@ -178,6 +178,9 @@ def test_deleting_a_namespace_is_not_blocked_by_entries_in_use(cluster: Cluster,
     created = cluster.user(RELEASE).create(release("web", ns, "demo-1-0-0")).object
     cluster.stack.wait_caught_up(RELEASE.group_kind, created)
     core = cluster.stack.core(USER, USER_GROUPS)
+    # protected by hand: what the namespace controller must nevertheless be allowed to delete
+    assert refused(lambda: cluster.user(COMPONENT_VERSION).delete("demo-1-0-0", ns)).status == 403
+    assert refused(lambda: cluster.user(COMPONENT).delete("demo", ns)).status == 403
 
     core.delete_namespace(ns)
 

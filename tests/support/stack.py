@@ -34,7 +34,7 @@ from policies.view import View
 from tests.support.apiserver.double import ApiServerDouble
 from tests.support.apiserver.fixtures import PROJECT_MANIFESTS
 from tests.support.server import Endpoint, ServerThread, make_certs, wait_until
-from webhook.kube.cache import InformerCache
+from webhook.kube.cache import DEFAULT_KINDS, InformerCache
 from webhook.kube.client import Kube
 
 WARDEN = "system:serviceaccount:catalog-warden:catalog-warden"
@@ -42,6 +42,9 @@ WARDEN = "system:serviceaccount:catalog-warden:catalog-warden"
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a wait may take before the test fails; generous, as a missed event is a bug, not a delay."""
+
+WATCH_POOL_SPARE = 4
+"""Connections beyond one per watched kind: relists and the odd request while every watch is open."""
 
 Predicate = Callable[[Obj | None], bool]
 
@@ -99,6 +102,7 @@ class Stack:
         self._tmp = tempfile.TemporaryDirectory(prefix="stack-") if work_dir is None else None
         self.work_dir = Path(self._tmp.name) if self._tmp is not None else work_dir
         self._clients: dict[tuple[str, tuple[str, ...]], client.ApiClient] = {}
+        self._owned: list[client.ApiClient] = []
         self.view = LateView()
         self.server: ServerThread | None = None
         self.double: ApiServerDouble | None = None
@@ -116,7 +120,7 @@ class Stack:
                 webhook_base_url=self.server.endpoint.url,
                 ca_bundle=(cert_dir / "ca.crt").read_bytes(),
             ).start()
-            self.cache = InformerCache(Kube(self.double.api_client(self.config.identities.warden))).start()
+            self.cache = InformerCache(Kube(self._warden_client())).start()
             if not self.cache.wait_synced(DEFAULT_TIMEOUT):
                 raise AssertionError(f"informer cache not synced after {DEFAULT_TIMEOUT}s")
             self.view.target = self.cache
@@ -126,6 +130,18 @@ class Stack:
             raise
         return self
 
+    def _warden_client(self) -> client.ApiClient:
+        """The cache's client, with a connection pool that holds one watch per kind plus lists.
+
+        The client's default pool (10) is smaller than the number of kinds watched, so urllib3
+        would discard and reopen connections ("Connection pool is full").
+        """
+        configuration = self.apiserver.configuration(self.config.identities.warden)
+        configuration.connection_pool_maxsize = len(DEFAULT_KINDS) + WATCH_POOL_SPARE
+        api_client = client.ApiClient(configuration)
+        self._owned.append(api_client)
+        return api_client
+
     def stop(self) -> None:
         """Stop in reverse order; safe after a partial start."""
         if self.endpoint is not None and self.server is not None:
@@ -134,6 +150,9 @@ class Stack:
         if self.cache is not None:
             self.cache.stop()
             self.cache = None
+        for api_client in self._owned:
+            api_client.close()
+        self._owned.clear()
         if self.double is not None:
             self.double.stop()
             self.double = None
