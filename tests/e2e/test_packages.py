@@ -10,13 +10,21 @@ import copy
 from typing import Any
 
 from policies.identity import GARBAGE_COLLECTOR
-from policies.packages import FINALIZER, LATEST_LABEL_V1ALPHA2, MSG_DELETE_PUBLISHED, PUBLISHED_AT, PUBLISHED_BY
+from policies.packages import (
+    FINALIZER,
+    LATEST_LABEL_V1ALPHA1,
+    LATEST_LABEL_V1ALPHA2,
+    MSG_DELETE_PUBLISHED,
+    PUBLISHED_AT,
+    PUBLISHED_BY,
+)
 from tests.e2e.conftest import USER, Cluster, Objects, Refusal, Resource, denied, refused
 from tests.support.server import wait_until
 
 PORCH = "porch.kpt.dev"
 REPOSITORY = Resource("config.porch.kpt.dev", "v1alpha1", "repositories", "Repository")
 REVISION = Resource(PORCH, "v1alpha2", "packagerevisions", "PackageRevision")
+REVISION_V1ALPHA1 = Resource(PORCH, "v1alpha1", "packagerevisions", "PackageRevision")
 
 VALIDATE = "packages.validate.catalog-warden.io"
 
@@ -153,3 +161,22 @@ def test_a_repository_deleted_in_the_background_takes_its_published_revisions_wi
     for name in ("web-v1", "web-v2"):
         release_finalizer(cluster, name, ns)
         assert not revisions.exists(name, ns)
+
+
+def test_a_v1alpha1_client_gets_the_same_mutations_and_answers_through_conversion(cluster: Cluster, ns: str) -> None:
+    with_repository(cluster, ns)
+    old_clients = cluster.user(REVISION_V1ALPHA1)
+    spec = {"packageName": "web", "repository": "blueprints", "workspaceName": "v1", "tasks": [{"type": "init"}]}
+
+    created = old_clients.create(REVISION_V1ALPHA1.manifest("web-v1", ns, spec=spec)).object
+
+    assert (created["spec"]["lifecycle"], created["metadata"]["labels"]) == ("Draft", {LATEST_LABEL_V1ALPHA1: "false"})
+    stored = cluster.user(REVISION).get("web-v1", ns)
+    assert stored["metadata"]["labels"] == {LATEST_LABEL_V1ALPHA2: "false"}
+    assert stored["metadata"]["finalizers"] == [FINALIZER]
+    for value in ("Proposed", "Published"):
+        lifecycle(old_clients, "web-v1", ns, value)
+    refusal = refused(lambda: old_clients.delete("web-v1", ns))
+    message = MSG_DELETE_PUBLISHED.format(repo=f"{ns}/blueprints")
+    rule = "packages.revision-delete-published"
+    assert refusal == Refusal(403, denied(VALIDATE, "PackageRevision", f"{ns}/web-v1", rule, message))
