@@ -99,7 +99,9 @@ class ApiServerDouble:
             ca_path.write_bytes(ca.cert_pem)
             self._ca_file = str(ca_path)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="apiserver-double", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="apiserver-double", daemon=True
+        )
         self._thread.start()
         for name in INITIAL_NAMESPACES:
             self.api.seed(Target(NAMESPACES, "v1"), {"metadata": {"name": name}})

@@ -111,12 +111,15 @@ def resource_from_crd(crd: dict[str, Any]) -> ResourceType:
     )
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: the CRDs are large
+
+
 def yaml_documents(manifests_dir: Path) -> Iterator[dict[str, Any]]:
     """Every mapping document in every *.yaml / *.yml file under `manifests_dir`, recursively, in path order."""
     paths = sorted([*manifests_dir.rglob("*.yaml"), *manifests_dir.rglob("*.yml")])
     for path in paths:
         with path.open(encoding="utf-8") as handle:
-            for document in yaml.safe_load_all(handle):
+            for document in yaml.load_all(handle, Loader=_LOADER):
                 if isinstance(document, dict):
                     yield document
 
