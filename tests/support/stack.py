@@ -144,9 +144,9 @@ class Stack:
 
     def stop(self) -> None:
         """Stop in reverse order; safe after a partial start."""
-        if self.endpoint is not None and self.server is not None:
+        if self.server is not None and self.server.thread.is_alive():
             self.server.__exit__(None, None, None)
-            self.endpoint = None
+        self.endpoint = None
         if self.cache is not None:
             self.cache.stop()
             self.cache = None
