@@ -127,20 +127,18 @@ def parse_binary(headers: Mapping[str, str], body: Any) -> Notice | None:
     return _zot_notice(attributes["id"], attributes["type"], body)
 
 
-def parse_distribution(doc: Any) -> list[Notice]:
-    """A distribution notification envelope; blob events (no tag, a blob digest) match nothing later."""
+def parse_distribution(doc: Any) -> list[Notice | None]:
+    """A distribution notification envelope (None for pulls and mounts); blob pushes match nothing later."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("events"), list):
         raise BadPayload(MSG_ENVELOPE)
-    notices: list[Notice] = []
+    notices: list[Notice | None] = []
     for index, event in enumerate(doc["events"]):
         target = event.get("target") if isinstance(event, Mapping) else None
         if not isinstance(target, Mapping) or not _strings(target, "repository") or not _strings(event, "action"):
             raise BadPayload(MSG_DIST_EVENT.format(index=index))
         action = DISTRIBUTION_ACTIONS.get(str(event["action"]))
-        if action is not None:
-            notices.append(
-                Notice(action, str(target["repository"]), str(target.get("tag") or ""), str(target.get("digest") or ""))
-            )
+        tag, digest = str(target.get("tag") or ""), str(target.get("digest") or "")
+        notices.append(None if action is None else Notice(action, str(target["repository"]), tag, digest))
     return notices
 
 
@@ -165,7 +163,7 @@ def parse(content_type: str, headers: Mapping[str, str], body: bytes) -> list[No
             raise BadPayload(MSG_NOT_BATCH)
         return [parse_structured(event) for event in doc]
     if media == DISTRIBUTION:
-        return list(parse_distribution(doc))
+        return parse_distribution(doc)
     return [parse_binary(headers, doc)]
 
 
