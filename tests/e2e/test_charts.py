@@ -116,3 +116,40 @@ def test_a_repository_with_addons_cannot_be_deleted_until_they_are_gone(cluster:
     cluster.stack.wait_uncached(ADDON.group_kind, name)
     repositories.delete(name)
     assert not repositories.exists(name)
+
+
+def test_an_addon_may_return_to_the_version_it_runs_after_the_repository_dropped_it(
+    cluster: Cluster, name: str
+) -> None:
+    cluster.user(REPOSITORY).create(REPOSITORY.manifest(name, spec={"url": "https://charts.example.com/stable"}))
+    charts, addons = cluster.warden(CHART), cluster.user(ADDON)
+    chart_name = charts.create(chart(name, "podinfo")).object["metadata"]["name"]
+    current = {"version": "1.0.0", "digest": "sha256:" + "b" * 64}
+    older = {"version": "0.9.0", "digest": "sha256:" + "c" * 64}
+    dropped = {"version": "0.9.0", "unavailableReason": "RemovedFromRepository", "unavailableMessage": "not in index"}
+
+    def index(*versions: dict[str, Any]) -> None:
+        written = charts.patch_status(chart_name, {"status": {"versions": list(versions)}}).object
+        cluster.stack.wait_caught_up(CHART.group_kind, written)
+
+    index(current, older)
+    addons.create(addon(name, name, "podinfo", "0.9.0"))
+    index(current, dropped)
+    addons.patch(name, {"spec": {"chart": {"version": "1.0.0"}}})
+    back = {"spec": {"chart": {"version": "0.9.0"}}}
+
+    # not running 0.9.0: choosing it again is refused, with the chart's reason
+    detail = "RemovedFromRepository: not in index"
+    message = MSG_VERSION_UNUSABLE.format(chart=chart_name, version="0.9.0", detail=detail, repository=name)
+    rule = "charts.addon-deployable-version"
+    assert refused(lambda: addons.patch(name, back)) == Refusal(
+        403, denied(VALIDATE, "HelmClusterAddon", name, rule, message)
+    )
+
+    # running 0.9.0 (the module's status says so): returning to it is allowed
+    applied = {"helmClusterAddonRepository": name, "helmClusterAddonChart": "podinfo", "version": "0.9.0"}
+    # (read from the stored object the apiserver sends as oldObject, so no cache wait is needed)
+    cluster.as_user(KUBE_SYSTEM_SA, ADDON).patch_status(name, {"status": {"lastAppliedChart": applied}})
+    returned = addons.patch(name, back)
+
+    assert (returned.object["spec"]["chart"]["version"], returned.warnings) == ("0.9.0", [])
