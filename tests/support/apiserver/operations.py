@@ -29,6 +29,7 @@ from tests.support.apiserver.admission import Admission, Attributes
 from tests.support.apiserver.conversion import WebhookConverter
 from tests.support.apiserver.errors import ApiError
 from tests.support.apiserver.resources import NAMESPACES, Registry, ResourceType
+from tests.support.apiserver.schema import apply_defaults, invalid_message, prune, validate
 from tests.support.apiserver.selectors import matches, parse_field_selector, parse_label_selector
 from tests.support.apiserver.store import Event, ObjectKey, Store
 
@@ -166,6 +167,17 @@ class Api:
             user=user,
         )
 
+    def _structural(self, target: Target, obj: Obj) -> Obj:
+        """Prune unknown fields and apply defaults, as the CRD decoder does (also after mutating webhooks)."""
+        schema = target.resource.schemas.get(target.version)
+        return apply_defaults(prune(obj, schema), schema) if schema else obj
+
+    def _validate_schema(self, target: Target, obj: Obj) -> None:
+        problems = validate(obj, target.resource.schemas.get(target.version))
+        if problems:
+            resource = target.resource
+            raise errors.invalid(resource.kind, resource.group, obj["metadata"]["name"], invalid_message(problems))
+
     # ---- reads ---------------------------------------------------------------------------------
 
     def get(self, target: Target) -> Response:
@@ -287,12 +299,14 @@ class Api:
         self._namespace_lifecycle(target, "CREATE", request_name)
         dry_run = params.get("dryRun") == "All"
         options = {"dryRun": ["All"]} if dry_run else {}
+        obj = self._structural(target, obj)
         attrs = self._attributes(
             target, "CREATE", user, name=request_name, object=obj, options=options, dry_run=dry_run
         )
         mutated, warnings = self.admission.mutate(attrs)
         assert mutated is not None
-        obj = self._prepare_create(resource, target.version, mutated)
+        obj = self._prepare_create(resource, target.version, self._structural(target, mutated))
+        self._validate_schema(target, obj)
         warnings += self.admission.validate(
             self._attributes(target, "CREATE", user, name=request_name, object=obj, options=options, dry_run=dry_run)
         )
@@ -381,13 +395,14 @@ class Api:
         resource = target.resource
         dry_run = params.get("dryRun") == "All"
         options = {"dryRun": ["All"]} if dry_run else {}
-        new = self._check_body(target, new)
+        new = self._structural(target, self._check_body(target, new))
         attrs = self._attributes(target, "UPDATE", user, object=new, old_object=old, options=options, dry_run=dry_run)
         mutated, warnings = self.admission.mutate(attrs)
         assert mutated is not None
         if precondition is not None and precondition != old["metadata"]["resourceVersion"]:
             raise errors.conflict(resource.plural, resource.group, target.name)
-        final = self._prepare_update(target, old, mutated)
+        final = self._prepare_update(target, old, self._structural(target, mutated))
+        self._validate_schema(target, final)
         warnings += self.admission.validate(
             self._attributes(target, "UPDATE", user, object=final, old_object=old, options=options, dry_run=dry_run)
         )

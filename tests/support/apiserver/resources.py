@@ -32,6 +32,7 @@ class ResourceType:
     short_names: tuple[str, ...] = ()
     list_kind: str = ""
     versions_with_status: frozenset[str] = field(default_factory=frozenset)
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -108,6 +109,7 @@ def resource_from_crd(crd: dict[str, Any]) -> ResourceType:
         short_names=tuple(names.get("shortNames", ())),
         list_kind=names.get("listKind", ""),
         versions_with_status=with_status,
+        schemas={v["name"]: (v.get("schema") or {}).get("openAPIV3Schema") for v in served},
     )
 
 
