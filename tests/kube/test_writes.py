@@ -26,7 +26,13 @@ def cv(name: str, finalizers: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def condition(status: str, reason: str) -> dict[str, Any]:
-    return {"type": "Available", "status": status, "reason": reason, "lastTransitionTime": "2026-11-29T12:00:00Z"}
+    return {
+        "type": "Available",
+        "status": status,
+        "reason": reason,
+        "message": f"{reason} for tag v1",
+        "lastTransitionTime": "2026-11-29T12:00:00Z",
+    }
 
 
 @pytest.fixture
