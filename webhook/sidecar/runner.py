@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from policies.config import PolicyConfig
-from policies.kinds import CATALOG_KINDS, SECRET
+from policies.kinds import COMPONENT, COMPONENT_VERSION, REGISTRY, SECRET
 from policies.model import Obj
 from webhook.kube.cache import InformerCache
 from webhook.kube.client import Kube, NotFound
@@ -41,6 +41,8 @@ from webhook.sidecar.referenced_set import ReferencedSetPublisher
 log = logging.getLogger("catalog_warden.sidecar")
 
 LEASE_NAME = "catalog-warden-sidecar"
+CACHED_KINDS = (COMPONENT, COMPONENT_VERSION, REGISTRY)
+"""All the loops read: entries, where their artifacts live, and which registries opted in."""
 SECRET_TIMEOUT = 10.0
 SYNC_POLL = 0.1
 
@@ -80,7 +82,7 @@ class Sidecar:
         self.clock = clock
         self.lease_timing = lease_timing
         self.metrics = SidecarMetrics()
-        self.cache = cache or InformerCache(kube, CATALOG_KINDS)
+        self.cache = cache or InformerCache(kube, CACHED_KINDS)
         self.writer = Writer(kube, instance=settings.identity, clock=clock)
         self.clients = RegistryClients(self.cache, self._read_secret, client_factory)
         self.availability = AvailabilityLoop(self.cache, kube, self.clients, self.config.availability, self.metrics)
