@@ -282,3 +282,67 @@ async def test_a_server_error_is_unknown_with_a_stable_detail(
     writes.clear()
     await loop.run_once(T0 + timedelta(minutes=1))
     assert writes.of() == [], "the same failure again is not a change"
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "outcome"),
+    [(403, {}, Outcome.FORBIDDEN), (429, {"Retry-After": "30"}, Outcome.RATE_LIMITED), (500, {}, Outcome.SERVER_ERROR)],
+)
+async def test_other_answers_are_unknown_and_never_count_a_miss(
+    world: World,
+    catalog: dict,
+    cache,
+    kube: Kube,
+    clients: RegistryClients,
+    counting: Counting,
+    status: int,
+    headers: dict,
+    outcome: Outcome,
+) -> None:
+    world.patch_status("a", {"availability": {"consecutiveMisses": 2, "firstMissAt": format_time(T0)}})
+    world.settle()
+    counting.rewrite = lambda request: (
+        httpx.Response(status, headers=headers) if "demo/manifests/1.0.0" in request.url.path else None
+    )
+    report = await loop_for(cache, kube, clients, misses=3, grace="0s").run_once(T0 + timedelta(hours=1))
+    world.settle()
+    assert report.outcomes[f"{NS}/a"] is outcome
+    state = available(world, "a")
+    assert (state["condition"]["status"], state["condition"]["reason"]) == ("Unknown", "CheckFailed")
+    assert f"{CHECK_FAILED_WHAT[outcome]} (HTTP {status})" in state["condition"]["message"]
+    assert state["availability"]["consecutiveMisses"] == 2
+
+
+async def test_lookups_in_flight_are_bounded_by_the_configured_concurrency(
+    registry: RegistryServer, world: World, cache, kube: Kube, clients: RegistryClients, counting: Counting
+) -> None:
+    import asyncio
+
+    with registry.http() as http:
+        for i in range(5):
+            push_ocm_component(http, "ocm", "example.com/demo", f"1.0.{i}")
+    world.component(DEMO, registry.hostname, "ocm/example.com/demo")
+    for i in range(5):
+        world.version(f"v{i}", DEMO, f"1.0.{i}")
+    world.settle()
+    in_flight, peak, gate = 0, 0, asyncio.Event()
+    inner = counting.handle_async_request
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await gate.wait()
+        try:
+            return await inner(request)
+        finally:
+            in_flight -= 1
+
+    counting.handle_async_request = held  # type: ignore[method-assign]
+    task = asyncio.create_task(loop_for(cache, kube, clients, concurrency=2).run_once(T0))
+    for _ in range(50):  # let every task that could start, start
+        await asyncio.sleep(0)
+    assert (in_flight, peak) == (2, 2)
+    gate.set()
+    report = await task
+    assert peak == 2 and report.requests == 5
