@@ -249,3 +249,20 @@ def test_discovery_serves_the_dynamic_client(double: ApiServerDouble) -> None:
     assert widgets.get(name="d", namespace="default").metadata.name == "d"
     assert list(widgets.subresources) == ["status"]
     assert dynamic.resources.get(api_version="coordination.k8s.io/v1", kind="Lease").namespaced is True
+
+
+def test_names_must_be_dns_subdomains_and_requests_are_logged(double: ApiServerDouble) -> None:
+    with pytest.raises(ApiException) as exc:
+        objects(double.admin).create_namespaced_custom_object(GROUP, "v1", "default", "widgets", widget("Bad_Name"))
+    code, reason, message = error(exc)
+    assert (code, reason) == (422, "Invalid")
+    assert message.startswith(
+        'Widget.test.catalog-warden.io "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": '
+        "a lowercase RFC 1123 subdomain must consist of"
+    )
+    last = double.requests[-1]
+    assert (last.method, last.path, last.user) == (
+        "POST",
+        "/apis/test.catalog-warden.io/v1/namespaces/default/widgets",
+        "kubernetes-admin",
+    )

@@ -27,7 +27,7 @@ from tests.support.apiserver.conversion import WebhookConverter
 from tests.support.apiserver.operations import Api, Target
 from tests.support.apiserver.pki import TestCA
 from tests.support.apiserver.resources import NAMESPACES, Registry, yaml_documents
-from tests.support.apiserver.server import DoubleHTTPServer
+from tests.support.apiserver.server import DoubleHTTPServer, Request
 from tests.support.apiserver.store import Store
 from tests.support.apiserver.webhooks import load_webhooks
 
@@ -186,6 +186,11 @@ class ApiServerDouble:
     def webhook_calls(self) -> list[tuple[str, dict[str, Any]]]:
         """(webhook name, AdmissionReview request) for every call made, in order."""
         return self.admission.calls
+
+    @property
+    def requests(self) -> list[Request]:
+        """Every authenticated HTTP request (method, path, query parameters, user), in arrival order."""
+        return self._server.requests if self._server is not None else []
 
     @property
     def failures(self) -> list[str]:

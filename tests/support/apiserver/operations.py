@@ -15,6 +15,7 @@ import copy
 import datetime
 import json
 import random
+import re
 import threading
 import time
 import uuid
@@ -306,6 +307,7 @@ class Api:
         mutated, warnings = self.admission.mutate(attrs)
         assert mutated is not None
         obj = self._prepare_create(resource, target.version, self._structural(target, mutated))
+        _validate_name(resource, obj["metadata"]["name"])
         self._validate_schema(target, obj)
         warnings += self.admission.validate(
             self._attributes(target, "CREATE", user, name=request_name, object=obj, options=options, dry_run=dry_run)
@@ -531,6 +533,32 @@ class Api:
         if resource.group:
             status["details"]["group"] = resource.group
         return Response(200, status, warnings)
+
+
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+LABEL_MESSAGE = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+def _validate_name(resource: ResourceType, name: str) -> None:
+    """Namespaces are DNS labels (63), everything else the project uses a DNS subdomain (253)."""
+    pattern, limit, message = (
+        (DNS1123_LABEL, 63, LABEL_MESSAGE) if resource is NAMESPACES else (DNS1123_SUBDOMAIN, 253, SUBDOMAIN_MESSAGE)
+    )
+    if not pattern.fullmatch(name):
+        raise errors.invalid(resource.kind, resource.group, name, f'metadata.name: Invalid value: "{name}": {message}')
+    if len(name) > limit:
+        detail = f"must be no more than {limit} characters"
+        raise errors.invalid(resource.kind, resource.group, name, f'metadata.name: Invalid value: "{name}": {detail}')
 
 
 def _transition(kind: str, now_in: bool, was_in: bool) -> str | None:

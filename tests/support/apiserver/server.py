@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -26,6 +27,16 @@ VERSION_INFO = {
 }
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request as the double received it (an audit log line, for tests that count API calls)."""
+
+    method: str
+    path: str
+    params: dict[str, str]
+    user: str
+
+
 class DoubleHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -35,6 +46,7 @@ class DoubleHTTPServer(ThreadingHTTPServer):
         self.api = api
         self.tokens = tokens
         self.failures: list[str] = []  # unexpected exceptions (500s), for test diagnostics
+        self.requests: list[Request] = []  # every authenticated request, in arrival order
 
 
 def _params(query: str) -> dict[str, str]:
@@ -72,6 +84,7 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         try:
             user = self._authenticate()
+            self.server.requests.append(Request(method, url.path, params, user["username"]))
             response = self._route(method, url.path, params, body, user)
         except ApiError as exc:
             self._send_json(exc.code, exc.status())
