@@ -91,15 +91,25 @@ class MemoryView:
         return tuple(self._objects)
 
     def put(self, kind: GroupKind, obj: Obj) -> None:
-        """Insert or replace ``obj`` (by namespace and name) and re-index it."""
+        """Insert or replace ``obj`` (by namespace and name) and re-index it.
+
+        New index entries are added before stale ones are dropped, so a concurrent reader never
+        misses an object whose index key did not change (e.g. a Release still referencing a
+        ComponentVersion must not vanish from "Releases of this ComponentVersion" mid-update).
+        """
         k = _key(namespace_of(obj), name_of(obj))
         with self._lock:
             store = self._objects.setdefault(kind, {})
             old = store.get(k)
-            if old is not None:
-                self._unindex(kind, k, old)
             store[k] = obj
-            self._index(kind, k, obj)
+            for index, fn in self._indexes.get(kind, {}).items():
+                data = self._index_data.setdefault((kind, index), {})
+                keys = set(fn(obj))
+                for key in keys:
+                    data.setdefault(key, {})[k] = obj
+                if old is not None:
+                    for key in set(fn(old)) - keys:
+                        _drop(data, key, k)
 
     def remove(self, kind: GroupKind, name: str, namespace: str = "") -> Obj | None:
         k = _key(namespace, name)
@@ -110,31 +120,36 @@ class MemoryView:
             return old
 
     def replace(self, kind: GroupKind, objs: Iterable[Obj]) -> None:
-        """Swap the whole content of ``kind`` (a relist after a watch expired)."""
-        with self._lock:
-            for index in self._indexes.get(kind, {}):
-                self._index_data[(kind, index)] = {}
-            self._objects[kind] = {}
-            for obj in objs:
-                k = _key(namespace_of(obj), name_of(obj))
-                self._objects[kind][k] = obj
-                self._index(kind, k, obj)
+        """Swap the whole content of ``kind`` (a relist after a watch expired).
 
-    def _index(self, kind: GroupKind, k: tuple[str, str], obj: Obj) -> None:
+        The new content and indexes are built aside and swapped in, so a reader sees either the
+        old or the new state, never an empty one in between.
+        """
+        objects = {_key(namespace_of(o), name_of(o)): o for o in objs}
+        index_data: dict[tuple[GroupKind, str], dict[str, dict[tuple[str, str], Obj]]] = {}
         for index, fn in self._indexes.get(kind, {}).items():
-            data = self._index_data.setdefault((kind, index), {})
-            for key in fn(obj):
-                data.setdefault(key, {})[k] = obj
+            data: dict[str, dict[tuple[str, str], Obj]] = {}
+            for k, o in objects.items():
+                for key in fn(o):
+                    data.setdefault(key, {})[k] = o
+            index_data[(kind, index)] = data
+        with self._lock:
+            self._index_data.update(index_data)
+            self._objects[kind] = objects
 
     def _unindex(self, kind: GroupKind, k: tuple[str, str], obj: Obj) -> None:
         for index, fn in self._indexes.get(kind, {}).items():
             data = self._index_data.get((kind, index), {})
             for key in fn(obj):
-                bucket = data.get(key)
-                if bucket is not None:
-                    bucket.pop(k, None)
-                    if not bucket:
-                        del data[key]
+                _drop(data, key, k)
+
+
+def _drop(data: dict[str, dict[tuple[str, str], Obj]], key: str, k: tuple[str, str]) -> None:
+    bucket = data.get(key)
+    if bucket is not None:
+        bucket.pop(k, None)
+        if not bucket:
+            del data[key]
 
 
 def _labels_match(have: Mapping[str, str], want: Mapping[str, str]) -> bool:

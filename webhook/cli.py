@@ -17,7 +17,7 @@ from typing import NoReturn
 import yaml
 
 from policies.families import FAMILIES
-from policies.view import MemoryView
+from policies.view import MemoryView, View
 from webhook.admission import Admission, WireError, normalize, response
 from webhook.certs import write_dev_certs
 from webhook.config import ConfigError, load_config
@@ -45,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--probe-host", default="0.0.0.0", help="address of the probe listener")
     s.add_argument("--probe-port", type=int, default=8080, help="plain-HTTP port for /healthz, /readyz, /metrics")
     s.add_argument("--state", type=Path, help="read cluster state from YAML files in DIR instead of a cluster")
+    s.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster to cache (default: in-cluster config)")
     s.add_argument("--config", type=Path, help="YAML configuration (identities, families, thresholds)")
     s.add_argument("--cert-poll-seconds", type=float, default=5.0, help="how often to check the pair for rotation")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -84,9 +85,22 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         if not path.is_dir():
             _fail(f"{flag} {path}: no such directory (create one with `{PROG} certs --out {path}`)")
     config = load_config(args.config)
-    if args.state is None:
-        _fail("a cluster connection is not built yet: pass --state DIR (e.g. --state examples/state)")
-    view = load_state(args.state)
+    cache = None
+    if args.state is not None:
+        view: View = load_state(args.state)
+    else:
+        from kubernetes.config.config_exception import ConfigException
+
+        from webhook.kube.cache import InformerCache
+        from webhook.kube.client import Kube, build_api_client
+
+        try:
+            api_client = build_api_client(args.kubeconfig)
+        except (ConfigException, OSError) as exc:
+            where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "in-cluster config (no --kubeconfig)"
+            _fail(f"cannot connect with {where} ({str(exc).rstrip('.')}); pass --state DIR to serve from files")
+        cache = InformerCache(Kube(api_client)).start()
+        view = cache
     settings = ServeSettings(
         cert_dir=args.cert_dir,
         host=args.host,
@@ -96,8 +110,12 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         client_ca=args.client_ca,
         cert_poll_seconds=args.cert_poll_seconds,
     )
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(Warden(settings, lambda: view, config).run())
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(Warden(settings, lambda: view, config).run())
+    finally:
+        if cache is not None:
+            cache.stop()
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
