@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.apiserver.helpers import GROUP, objects, widget
+from tests.apiserver.helpers import GROUP, MakeDouble, objects, widget
 from tests.support.apiserver import ApiServerDouble
 
 
@@ -266,3 +266,12 @@ def test_names_must_be_dns_subdomains_and_requests_are_logged(double: ApiServerD
         "/apis/test.catalog-warden.io/v1/namespaces/default/widgets",
         "kubernetes-admin",
     )
+
+
+def test_tls_double_serves_https_to_configured_clients(make_double: MakeDouble) -> None:
+    double = make_double(tls=True)
+    assert double.url.startswith("https://127.0.0.1:")
+    names = [n.metadata.name for n in client.CoreV1Api(double.admin).list_namespace().items]
+    assert names == ["default", "kube-system"]
+    listed = objects(double.admin).list_cluster_custom_object(GROUP, "v1", "widgets")
+    assert listed["items"] == []

@@ -62,7 +62,8 @@ class Controllers:
         self._thread.start()
 
     def join(self) -> None:
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         seen = 0

@@ -115,7 +115,8 @@ class ApiServerDouble:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-        self.controllers.join()
+        if self._thread is not None:
+            self.controllers.join()
         for api_client in self._clients:
             api_client.close()
         self._tmp.cleanup()
