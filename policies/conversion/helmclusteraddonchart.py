@@ -112,13 +112,27 @@ def _split(entry: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Mapping[st
 
 
 def _attach(entries: list[Any], carried: list[Any]) -> None:
-    """Merge carried fields ``[position, version, fields]`` into ``entries`` (replaced, not mutated)."""
+    """Merge carried fields ``[position, version, fields]`` into ``entries`` (replaced, not mutated).
+
+    The recorded position is a fast path; when a writer of the other version inserted or removed
+    entries, the fields follow their version (versions are unique within a chart). A version that
+    is gone, or that appears more than once, gets nothing back.
+    """
+    positions: dict[Any, list[int]] | None = None
     for item in carried:
         if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], int) and isinstance(item[2], dict)):
             continue
         position, version, fields = item
-        if 0 <= position < len(entries) and entries[position].get("version") == version:
-            entries[position] = {**entries[position], **fields}
+        if not (0 <= position < len(entries) and entries[position].get("version") == version):
+            if positions is None:
+                positions = {}
+                for i, entry in enumerate(entries):
+                    positions.setdefault(entry.get("version"), []).append(i)
+            found = positions.get(version, [])
+            if len(found) != 1:
+                continue
+            position = found[0]
+        entries[position] = {**entries[position], **fields}
 
 
 def _interleave(derived: list[Any], hidden: list[Any]) -> list[Any]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from policies.charts_naming import helm_cluster_addon_chart_name
 from tests.e2e_conversion.conftest import CHART, Cluster, carried, written
 
@@ -125,11 +123,6 @@ def test_a_version_a_v1alpha1_writer_adds_comes_back_without_a_verdict(cluster: 
     assert "annotations" not in as_v2["metadata"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="converter bug: carried verdicts are matched by position and version, so a v1alpha1 writer "
-    "that inserts a version ahead of the others drops the verdicts (mediaType) of every usable version after it",
-)
 def test_verdicts_follow_their_versions_when_a_v1alpha1_writer_inserts_one(cluster: Cluster, name: str) -> None:
     """Versions are unique in a chart, so a verdict can follow its version wherever it moved; dropping it
     turns every usable OCI version undeployable (usable means mediaType set) until the next index pass."""
