@@ -172,12 +172,21 @@ def _decode(data: bytes) -> Obj:
 # ---- the client --------------------------------------------------------------------------------
 
 
-def build_api_client(kubeconfig: Path | None = None, context: str | None = None) -> client.ApiClient:
-    """An official ApiClient from ``kubeconfig`` (and ``context``), or in-cluster config when None."""
-    if kubeconfig is not None:
-        return config.new_client_from_config(config_file=str(kubeconfig), context=context)
+def build_api_client(
+    kubeconfig: Path | None = None, context: str | None = None, pool_size: int = 32
+) -> client.ApiClient:
+    """An official ApiClient from ``kubeconfig`` (and ``context``), or in-cluster config when None.
+
+    ``pool_size`` bounds the HTTP connections kept open: the informer cache holds one watch per
+    kind (13 by default), and the client's default of 10 would make urllib3 discard and reopen
+    connections on every request beyond them.
+    """
     configuration = client.Configuration()
-    config.load_incluster_config(client_configuration=configuration)
+    if kubeconfig is not None:
+        config.load_kube_config(config_file=str(kubeconfig), context=context, client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool_size
     return client.ApiClient(configuration)
 
 
