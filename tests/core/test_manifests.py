@@ -60,3 +60,44 @@ def test_every_rule_is_reachable(family: str, rule: Rule) -> None:
 def test_every_crd_kind_belongs_to_a_family() -> None:
     served = {(gk.group, gk.kind) for fam in FAMILIES.values() for gk in fam.kinds}
     assert set(plurals()) <= served
+
+
+def test_deployment_arguments_are_accepted_by_the_cli() -> None:
+    from webhook.cli import _parser
+
+    (deployment,) = documents("Deployment")
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["server", "sidecar"]
+    for container in containers:
+        _parser().parse_args(container["args"])  # exits (SystemExit) on an unknown flag
+
+
+def test_serving_certificate_matches_the_injection_annotation_and_the_mounted_secret() -> None:
+    serving = next(c for c in documents("Certificate") if c["metadata"]["name"] == "catalog-warden-serving")
+    (deployment,) = documents("Deployment")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == serving["spec"]["secretName"]
+    assert "catalog-warden.catalog-warden.svc" in serving["spec"]["dnsNames"]
+    injected = {
+        d["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+        for d in documents(kind)
+    }
+    assert injected == {f"catalog-warden/{serving['metadata']['name']}"}
+
+
+def test_rbac_lets_the_cache_list_and_watch_every_kind_it_caches() -> None:
+    from webhook.kube.cache import DEFAULT_KINDS
+    from webhook.kube.client import RESOURCES
+
+    (role,) = documents("ClusterRole")
+    allowed = {
+        (group, resource)
+        for rule in role["rules"]
+        if {"list", "watch"} <= set(rule["verbs"])
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    for kind in DEFAULT_KINDS:
+        res = RESOURCES[kind]
+        assert (res.kind.group, res.plural) in allowed, f"the ClusterRole does not let the cache watch {kind}"
