@@ -14,7 +14,6 @@ import pytest
 from policies.kinds import NAMESPACE
 from tests.support.apiserver import ApiServerDouble
 from tests.support.apiserver.fixtures import apiserver  # noqa: F401  (the double, webhooks cleared)
-from tests.support.apiserver.server import Handler
 from webhook.kube.cache import InformerCache
 from webhook.kube.client import Kube
 
@@ -69,13 +68,6 @@ def record(double: ApiServerDouble) -> Recorder:
 
         setattr(api, verb, wrapper)
     return recorder
-
-
-@pytest.fixture(autouse=True)
-def _no_nagle(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Work around the double answering headers and body in two writes: with Nagle's algorithm and the
-    client's delayed ACK every request costs ~40 ms (10,000 writes would take 7 minutes). Reported upstream."""
-    monkeypatch.setattr(Handler, "disable_nagle_algorithm", True)
 
 
 @pytest.fixture
