@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import jsonpatch
+import orjson
 
 from policies.config import PolicyConfig
 from policies.decision import Decision, allow, deny
@@ -61,8 +61,8 @@ def parse_review(body: bytes) -> AdmissionRequest:
     if not body:
         raise WireError(400, "empty body: expected an admission.k8s.io/v1 AdmissionReview")
     try:
-        review = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
         raise WireError(400, f"body is not JSON: {exc}") from None
     if not isinstance(review, dict):
         raise WireError(400, "body is not a JSON object: expected an admission.k8s.io/v1 AdmissionReview")
@@ -145,7 +145,7 @@ def response(uid: str, verdict: Verdict) -> dict[str, Any]:
         resp["warnings"] = _cut(list(d.warnings))
     if verdict.patch:
         resp["patchType"] = "JSONPatch"
-        resp["patch"] = base64.b64encode(json.dumps(verdict.patch).encode()).decode()
+        resp["patch"] = base64.b64encode(orjson.dumps(verdict.patch)).decode()
     return {"apiVersion": ADMISSION_V1, "kind": "AdmissionReview", "response": resp}
 
 
@@ -267,25 +267,26 @@ def review(admission: Admission, family: str, mutating: bool, body: bytes) -> tu
     started = time.perf_counter()
     req = parse_review(body)
     verdict = admission.evaluate(family, mutating, req)
-    d = verdict.decision
-    log.info(
-        "admission",
-        extra={
-            "fields": {
-                "uid": req.uid,
-                "path": f"/{'mutate' if mutating else 'validate'}/{family}",
-                "kind": str(req.kind),
-                "name": req.name,
-                "namespace": req.namespace,
-                "operation": req.operation.value,
-                "user": req.user.username,
-                "dryRun": req.dry_run,
-                "decision": "allowed" if d.allowed else "denied",
-                "code": d.code,
-                "rule": verdict.rule,
-                "patched": bool(verdict.patch),
-                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-            }
-        },
-    )
+    if log.isEnabledFor(logging.INFO):
+        d = verdict.decision
+        log.info(
+            "admission",
+            extra={
+                "fields": {
+                    "uid": req.uid,
+                    "path": f"/{'mutate' if mutating else 'validate'}/{family}",
+                    "kind": str(req.kind),
+                    "name": req.name,
+                    "namespace": req.namespace,
+                    "operation": req.operation.value,
+                    "user": req.user.username,
+                    "dryRun": req.dry_run,
+                    "decision": "allowed" if d.allowed else "denied",
+                    "code": d.code,
+                    "rule": verdict.rule,
+                    "patched": bool(verdict.patch),
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                }
+            },
+        )
     return req, response(req.uid, verdict)

@@ -13,11 +13,11 @@ not on that path, are a FastAPI app.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import orjson
 from fastapi import FastAPI
 from fastapi.responses import Response
 
@@ -40,9 +40,7 @@ _JSON_HEADERS = [(b"content-type", JSON.encode())]
 
 def status_body(code: int, message: str) -> bytes:
     """A Kubernetes ``Status`` object, the shape kube clients expect an error body to have."""
-    return json.dumps(
-        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message}
-    ).encode()
+    return orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message})
 
 
 async def _send(send: Send, status: int, body: bytes) -> None:
@@ -106,8 +104,7 @@ class WebhookApp:
                 labels = await self._admit(kind, family, scope, receive, send)
         finally:
             self.metrics.in_flight.dec()
-        self.metrics.requests.labels(kind, family, *labels).inc()
-        self.metrics.latency.labels(kind, family, labels[0]).observe(time.perf_counter() - started)
+        self.metrics.observe(kind, family, *labels, seconds=time.perf_counter() - started)
 
     async def _admit(self, kind: str, family: str, scope: Scope, receive: Receive, send: Send) -> tuple[str, str, str]:
         try:
@@ -118,7 +115,7 @@ class WebhookApp:
         except WireError as exc:
             await _send(send, exc.status, status_body(exc.status, exc.message))
             return "", "false", str(exc.status)
-        await _send(send, 200, json.dumps(answer, separators=(",", ":")).encode())
+        await _send(send, 200, orjson.dumps(answer))
         resp = answer["response"]
         code = resp["status"]["code"] if "status" in resp else 200
         return req.operation.value, "true" if resp["allowed"] else "false", str(code)
@@ -129,8 +126,8 @@ class WebhookApp:
             if self.convert is None:
                 raise WireError(404, "conversion is not enabled on this server")
             try:
-                payload = json.loads(body)
-            except (ValueError, UnicodeDecodeError) as exc:
+                payload = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
                 raise WireError(400, f"body is not JSON: {exc}") from None
             try:
                 answer = self.convert(payload)
@@ -139,7 +136,7 @@ class WebhookApp:
         except WireError as exc:
             await _send(send, exc.status, status_body(exc.status, exc.message))
             return "", "false", str(exc.status)
-        await _send(send, 200, json.dumps(answer, separators=(",", ":")).encode())
+        await _send(send, 200, orjson.dumps(answer))
         succeeded = answer.get("response", {}).get("result", {}).get("status") == "Success"
         return "", "true" if succeeded else "false", "200"
 

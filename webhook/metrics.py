@@ -6,6 +6,8 @@ with ``apiserver_admission_webhook_admission_duration_seconds`` on the same dash
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 APISERVER_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0)
@@ -42,6 +44,18 @@ class Metrics:
             "Changed certificate pairs that could not be loaded (the last good pair stays).",
             registry=r,
         )
+
+        self._children: dict[tuple[str, ...], tuple[Any, Any]] = {}
+
+    def observe(self, path: str, family: str, operation: str, allowed: str, code: str, *, seconds: float) -> None:
+        """Count one answered request and its latency (label children cached: this is the hot path)."""
+        key = (path, family, operation, allowed, code)
+        children = self._children.get(key)
+        if children is None:
+            children = (self.requests.labels(*key), self.latency.labels(path, family, operation))
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

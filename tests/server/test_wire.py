@@ -76,7 +76,7 @@ MALFORMED = [
     ("empty body", b"", "application/json", "/validate/catalog", 400,
      "empty body: expected an admission.k8s.io/v1 AdmissionReview"),
     ("not JSON", b"{not json", "application/json", "/validate/catalog", 400,
-     "body is not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+     "body is not JSON: unexpected character, expected a string key: line 1 column 2 (char 1)"),
     ("JSON array", b"[1, 2]", "application/json", "/validate/catalog", 400,
      "body is not a JSON object: expected an admission.k8s.io/v1 AdmissionReview"),
     ("not an AdmissionReview", b'{"apiVersion": "v1", "kind": "Pod"}', "application/json", "/validate/catalog", 400,
