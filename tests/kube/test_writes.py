@@ -71,10 +71,14 @@ def test_merge_patch(current: dict, desired: dict, patch: dict) -> None:
 
 def test_patch_status_sends_only_what_changed(writer: Writer, kube: Kube, red_cv: dict, recorder: Recorder) -> None:
     desired = {**red_cv["status"], "availability": {"consecutiveMisses": 4}}
-    assert writer.patch_status(kinds.COMPONENT_VERSION, red_cv, desired) is True
+    written = writer.patch_status(kinds.COMPONENT_VERSION, red_cv, desired)
     (call,) = recorder.all()
     assert (call.verb, call.name, call.sub) == ("patch", "demo-v1", "")  # ComponentVersion: no status subresource
-    assert json.loads(call.body) == {"status": {"availability": {"consecutiveMisses": 4}}}
+    assert json.loads(call.body) == {
+        "metadata": {"resourceVersion": red_cv["metadata"]["resourceVersion"]},
+        "status": {"availability": {"consecutiveMisses": 4}},
+    }
+    assert written["status"] == desired
     assert kube.get(kinds.COMPONENT_VERSION, "demo-v1", NS)["status"] == desired
 
 
@@ -89,10 +93,13 @@ def test_patch_status_uses_the_status_subresource_where_there_is_one(
     }
     release = admin.create(kinds.RELEASE, body)
     desired = {"conditions": [condition("True", "Rendered")]}
-    assert writer.patch_status(kinds.RELEASE, release, desired) is True
+    assert writer.patch_status(kinds.RELEASE, release, desired) is not None
     (call,) = recorder.of("patch")
     assert (call.name, call.sub) == ("web", "status")
-    assert json.loads(call.body) == {"status": desired}
+    assert json.loads(call.body) == {
+        "metadata": {"resourceVersion": release["metadata"]["resourceVersion"]},
+        "status": desired,
+    }
     stored = kube.get(kinds.RELEASE, "web", NS)
     assert stored["status"] == desired
     assert stored["metadata"]["generation"] == release["metadata"]["generation"]
@@ -100,13 +107,22 @@ def test_patch_status_uses_the_status_subresource_where_there_is_one(
 
 def test_patch_status_removes_fields_the_desired_status_drops(writer: Writer, kube: Kube, red_cv: dict) -> None:
     desired = {"conditions": [condition("True", "ArtifactResolved")]}
-    assert writer.patch_status(kinds.COMPONENT_VERSION, red_cv, desired) is True
+    assert writer.patch_status(kinds.COMPONENT_VERSION, red_cv, desired) is not None
     assert kube.get(kinds.COMPONENT_VERSION, "demo-v1", NS)["status"] == desired
 
 
 def test_patch_status_sends_nothing_when_nothing_changed(writer: Writer, red_cv: dict, recorder: Recorder) -> None:
-    assert writer.patch_status(kinds.COMPONENT_VERSION, red_cv, dict(red_cv["status"])) is False
+    assert writer.patch_status(kinds.COMPONENT_VERSION, red_cv, dict(red_cv["status"])) is None
     assert recorder.all() == []
+
+
+def test_patch_status_from_a_stale_read_is_refused_not_written_over(
+    writer: Writer, kube: Kube, admin: Kube, red_cv: dict
+) -> None:
+    admin.patch(kinds.COMPONENT_VERSION, "demo-v1", NS, {"metadata": {"labels": {"moved": "on"}}})
+    with pytest.raises(Conflict):
+        writer.patch_status(kinds.COMPONENT_VERSION, red_cv, {"conditions": []})
+    assert kube.get(kinds.COMPONENT_VERSION, "demo-v1", NS)["status"] == red_cv["status"]
 
 
 # ---- delete with preconditions -----------------------------------------------------------------

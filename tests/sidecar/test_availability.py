@@ -26,6 +26,7 @@ from policies.sidecar_config import AvailabilityConfig
 from tests.sidecar.conftest import NS, T0, Counting, World, Writes
 from tests.support.registry import RegistryServer, push_helm_chart, push_ocm_component
 from webhook.kube.client import Kube
+from webhook.kube.writes import Writer
 from webhook.sidecar.availability import AvailabilityLoop
 from webhook.sidecar.clients import RegistryClients
 
@@ -42,7 +43,7 @@ def available(world: World, name: str) -> dict:
 
 
 def loop_for(cache, kube: Kube, clients: RegistryClients, **config: object) -> AvailabilityLoop:
-    return AvailabilityLoop(cache, kube, clients, AvailabilityConfig(**config))
+    return AvailabilityLoop(cache, Writer(kube), clients, AvailabilityConfig(**config))
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from policies.sidecar_config import AvailabilityConfig
 from tests.sidecar.conftest import NS, T0, Counting, World, Writes
 from tests.support.registry import RegistryServer, push_ocm_component
 from webhook.kube.client import Kube
+from webhook.kube.writes import Writer
 from webhook.sidecar.availability import AvailabilityLoop
 from webhook.sidecar.clients import RegistryClients
 from webhook.sidecar.events import (
@@ -42,7 +43,7 @@ def setup(registry: RegistryServer, world: World, cache, kube: Kube, clients: Re
     world.version("one", "example-com-demo", "1.0.0")
     world.version("two", "example-com-demo", "2.0.0")
     world.settle()
-    loop = AvailabilityLoop(cache, kube, clients, AvailabilityConfig())
+    loop = AvailabilityLoop(cache, Writer(kube), clients, AvailabilityConfig())
     return {"pushed": pushed, "loop": loop, "app": events_app(cache, loop.request_recheck)}
 
 

@@ -93,26 +93,28 @@ class Writer:
         self.timeout = timeout
         self.clock = clock
 
-    def patch_status(self, kind: GroupKind, obj: Obj, desired_status: Mapping[str, Any]) -> bool:
-        """Merge-patch ``status`` from what ``obj`` holds to ``desired_status``; True when it wrote.
+    def patch_status(self, kind: GroupKind, obj: Obj, desired_status: Mapping[str, Any]) -> Obj | None:
+        """Merge-patch ``status`` from what ``obj`` holds to ``desired_status``.
 
+        Returns the written object, or None (and sends nothing) when nothing differs. The patch
+        carries the resourceVersion ``obj`` was read at, so a decision made from a stale read is
+        refused (``Conflict``) and taken again from fresh state, never written over newer data.
         Sent to the status subresource where the kind has one, else to the object itself
         (ComponentVersion: no status subresource, as on the aggregated API).
         """
         patch = merge_patch(obj.get("status") or {}, dict(desired_status))
         if not patch:
-            return False
+            return None
         meta = _meta(obj)
-        self.kube.patch(
+        return self.kube.patch(
             kind,
             str(meta["name"]),
             str(meta.get("namespace", "")),
-            {"status": patch},
+            {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": patch},
             MERGE_PATCH,
             subresource="status" if self.kube.resource(kind).status_subresource else "",
             timeout=self.timeout,
         )
-        return True
 
     def delete_if_unchanged(self, kind: GroupKind, obj: Obj) -> DeleteResult:
         """Delete ``obj`` only if it still has the uid and resourceVersion it was evaluated at."""

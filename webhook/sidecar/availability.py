@@ -32,20 +32,18 @@ from policies.model import Obj
 from policies.objects import condition, ref_of
 from policies.sidecar_config import AvailabilityConfig
 from policies.view import View
-from webhook.kube.client import Conflict, Kube, NotFound
+from webhook.kube.client import Conflict, NotFound
+from webhook.kube.writes import Writer
 from webhook.registry.errors import NotFound as ManifestNotFound
 from webhook.registry.errors import RegistryError
 from webhook.sidecar.clients import RegistryClients
 from webhook.sidecar.metrics import SidecarMetrics
 from webhook.sidecar.outcomes import detail_of, outcome_of
-from webhook.sidecar.status import patch_status_main
 
 log = logging.getLogger("catalog_warden.sidecar.availability")
 
 UNREACHABLE = frozenset({Outcome.TRANSPORT_ERROR, Outcome.TIMEOUT})
 """Outcomes after which the rest of the pass does not ask that registry again."""
-
-WRITE_TIMEOUT = 10.0
 
 
 @dataclass
@@ -79,13 +77,13 @@ class AvailabilityLoop:
     def __init__(
         self,
         view: View,
-        kube: Kube,
+        writer: Writer,
         clients: RegistryClients,
         config: AvailabilityConfig,
         metrics: SidecarMetrics | None = None,
     ) -> None:
         self.view = view
-        self.kube = kube
+        self.writer = writer
         self.clients = clients
         self.config = config
         self.thresholds = config.thresholds()
@@ -148,9 +146,7 @@ class AvailabilityLoop:
         if not status_changed(cv.get("status"), desired):
             return
         try:
-            written = await asyncio.to_thread(
-                patch_status_main, self.kube, COMPONENT_VERSION, cv, desired, WRITE_TIMEOUT
-            )
+            written = await asyncio.to_thread(self.writer.patch_status, COMPONENT_VERSION, cv, desired)
         except Conflict:
             report.conflicts.append(key)
             self.metrics.status_writes.labels("conflict").inc()

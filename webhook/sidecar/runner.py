@@ -85,7 +85,9 @@ class Sidecar:
         self.cache = cache or InformerCache(kube, CACHED_KINDS)
         self.writer = Writer(kube, instance=settings.identity, clock=clock)
         self.clients = RegistryClients(self.cache, self._read_secret, client_factory)
-        self.availability = AvailabilityLoop(self.cache, kube, self.clients, self.config.availability, self.metrics)
+        self.availability = AvailabilityLoop(
+            self.cache, self.writer, self.clients, self.config.availability, self.metrics
+        )
         self.publisher = ReferencedSetPublisher(self.cache, kube, self.config.referencedSet, self.metrics)
         self.reclaimer = Reclaimer(self.cache, self.clients, self.config.reclaim, self._emit_event, self.metrics)
         self.server = uvicorn.Server(
