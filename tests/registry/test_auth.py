@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
+from policies.availability import Outcome
 from tests.support.registry import TEST_PASSWORD, TEST_USER, TokenRequest, push_helm_chart
-from webhook.registry import Credentials, RegistryClient, Unauthorized
+from webhook.registry import Credentials, NotFound, RegistryClient, RegistryError, Unauthorized, UnexpectedStatus
+from webhook.sidecar.outcomes import outcome_of
 
 pytestmark = pytest.mark.anyio
 
@@ -124,3 +127,22 @@ async def test_concurrent_requests_for_one_scope_share_one_token(token_registry,
         digests = await asyncio.gather(*(client.head_manifest(pushed.repository, "1.0.0") for _ in range(8)))
     assert {d.digest for d in digests} == {pushed.digest}
     assert len(token_server.requests) == 1
+
+
+async def test_a_token_endpoint_answering_404_is_not_a_missing_manifest():
+    """Only the registry can say a manifest is missing: a 404 from the token realm is a failed read,
+    which the availability loop must take as Unknown, never as a miss toward Available=False."""
+    realm = "http://auth.test/token"
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "auth.test":
+            return httpx.Response(404, json={"errors": [{"code": "NOT_FOUND", "message": "no such route"}]})
+        return httpx.Response(401, headers={"WWW-Authenticate": f'Bearer realm="{realm}",service="reg"'})
+
+    async with RegistryClient("reg.test", plain_http=True, transport=httpx.MockTransport(answer)) as client:
+        with pytest.raises(RegistryError) as raised:
+            await client.head_manifest("ocm/component-descriptors/example.com/demo", "1.0.0")
+    assert not isinstance(raised.value, NotFound)
+    assert isinstance(raised.value, UnexpectedStatus) and raised.value.status == 404
+    assert raised.value.url == realm
+    assert outcome_of(raised.value) is Outcome.SERVER_ERROR

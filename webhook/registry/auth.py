@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import httpx
 
 from webhook.registry.credentials import Credentials
-from webhook.registry.errors import InvalidResponse, RequestTimeout, TransportError
+from webhook.registry.errors import (
+    InvalidResponse,
+    RequestTimeout,
+    ResponseError,
+    TransportError,
+    UnexpectedStatus,
+)
 from webhook.registry.responses import status_error
 
 DEFAULT_TOKEN_LIFETIME = timedelta(seconds=60)
@@ -27,6 +33,11 @@ DEFAULT_TOKEN_LIFETIME = timedelta(seconds=60)
 
 TOKEN_EXPIRY_MARGIN = timedelta(seconds=5)
 """A cached token is dropped this long before it expires, so it does not expire in flight."""
+
+TOKEN_STATUS_OVERRIDES: Mapping[int, type[ResponseError]] = {404: UnexpectedStatus}
+"""A 404 from the token realm says nothing about the artifact asked for. Raised as
+:class:`~webhook.registry.errors.NotFound` it would read as a missing manifest, and a
+misrouted auth service would turn every entry of the registry red."""
 
 _SCHEME = re.compile(r"\s*,?\s*([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*)(?=\s|$|,)")
 _PARAM = re.compile(r'\s*,?\s*([A-Za-z0-9_-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^,\s]*)')
@@ -170,7 +181,13 @@ class Authenticator:
             raise TransportError(f"GET {challenge.realm}: {exc!r}") from exc
         if response.status_code != 200:
             raise status_error(
-                "GET", challenge.realm, response.status_code, response.content, response.headers, self._clock()
+                "GET",
+                challenge.realm,
+                response.status_code,
+                response.content,
+                response.headers,
+                self._clock(),
+                TOKEN_STATUS_OVERRIDES,
             )
         return _token_from(response, challenge.realm)
 
