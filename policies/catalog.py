@@ -13,6 +13,7 @@ from policies import catalog_deletion, catalog_labels, catalog_refs, catalog_reg
 from policies.catalog_refs import (
     INDEXES,
     RELEASES_BY_COMPONENT_VERSION,
+    new_reference_problem,
     release_component_version_key,
     split_key,
 )
@@ -52,6 +53,8 @@ def release_binding(req: AdmissionRequest, ctx: Context) -> Decision:
     artifact is red. Unknown or not-yet-discovered entries pass with a warning because GitOps
     may apply the Release before discovery creates the entry.
     """
+    if problem := new_reference_problem(req, "spec", "componentVersionRef", required=True):
+        return invalid(problem)
     release = req.object or {}
     key = release_component_version_key(release)
     if req.operation is Operation.UPDATE and key == release_component_version_key(req.old_object or {}):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 import re
 
-from policies.catalog_refs import COMPONENT_LABEL
-from policies.decision import Decision, allow, mutate
+from policies.catalog_refs import COMPONENT_LABEL, reference_problem
+from policies.decision import Decision, allow, invalid, mutate
 from policies.model import AdmissionRequest
 from policies.objects import dig, labels_of
 from policies.rules import Context
@@ -27,6 +27,8 @@ WARN_COMPONENT_LABEL_SKIPPED = (
 
 def componentversion_component_label(req: AdmissionRequest, ctx: Context) -> Decision:
     """Add the parent Component label from ``spec.componentRef.name`` when the label is missing."""
+    if problem := reference_problem(req.object, "spec", "componentRef"):
+        return invalid(problem)
     cv = req.object or {}
     component = dig(cv, "spec", "componentRef", "name", default="")
     if not component or COMPONENT_LABEL in labels_of(cv):

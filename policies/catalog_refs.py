@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from policies.decision import Decision, allow
+from policies.decision import Decision, allow, invalid
 from policies.kinds import (
     COMPONENT_VERSION,
     REFERENCE_GRANT,
@@ -43,10 +43,68 @@ def ref_key(obj: Obj | None, *path: str, local: bool = False) -> str:
     LocalObjectReference always stays in the referencing object's namespace).
     """
     ref = dig(obj, *path, default={})
-    if not isinstance(ref, Mapping) or not ref.get("name"):
+    if reference_problem(obj, *path) is not None or not isinstance(ref, Mapping) or not ref.get("name"):
         return ""
     ns = namespace_of(obj) if local else (ref.get("namespace") or namespace_of(obj))
     return f"{ns}/{ref['name']}"
+
+
+MSG_NOT_AN_OBJECT = "{field} must be an object, not {got}"
+MSG_NOT_A_REFERENCE = "{field} must be an object such as {{name: demo}}, not {got}"
+MSG_NOT_A_STRING = "{field} must be a string, not {got}"
+MSG_NAME_REQUIRED = "{field}.name is required"
+
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (str, "a string"),
+    (bool, "a boolean"),  # before int: bool is an int in Python
+    (int, "a number"),
+    (float, "a number"),
+    (list, "an array"),
+    (Mapping, "an object"),
+)
+
+
+def json_type(value: object) -> str:
+    """How a decoded JSON value is named in a message ("a string", "an array", ...)."""
+    return next((name for t, name in _JSON_TYPES if isinstance(value, t)), type(value).__name__)
+
+
+def reference_problem(obj: Obj | None, *path: str, required: bool = False) -> str | None:
+    """Why the reference at ``path`` of ``obj`` is malformed, or None.
+
+    Rules read references by shape; a string where ``{name, namespace?}`` belongs would
+    otherwise raise (an internal error, 500) or be taken silently for "no reference". An absent
+    or nameless reference is not malformed unless ``required``.
+    """
+    field = ".".join(path)
+    cur: object = obj
+    for depth, key in enumerate(path):
+        if cur is None:
+            break
+        if not isinstance(cur, Mapping):
+            return MSG_NOT_AN_OBJECT.format(field=".".join(path[:depth]), got=json_type(cur))
+        cur = cur.get(key)
+    if cur is None:
+        return MSG_NAME_REQUIRED.format(field=field) if required else None
+    if not isinstance(cur, Mapping):
+        return MSG_NOT_A_REFERENCE.format(field=field, got=json_type(cur))
+    for part in ("name", "namespace"):
+        value = cur.get(part)
+        if value is not None and not isinstance(value, str):
+            return MSG_NOT_A_STRING.format(field=f"{field}.{part}", got=json_type(value))
+    return MSG_NAME_REQUIRED.format(field=field) if required and not cur.get("name") else None
+
+
+def new_reference_problem(req: AdmissionRequest, *path: str, required: bool = False) -> str | None:
+    """:func:`reference_problem` of the request's object, ratcheted: on UPDATE only a changed field counts.
+
+    An object stored before the webhook (or its CRD) existed keeps passing while the malformed
+    field is left alone, so controllers can still add finalizers to it.
+    """
+    problem = reference_problem(req.object, *path, required=required)
+    if problem is None or req.operation is not Operation.UPDATE:
+        return problem
+    return problem if dig(req.object, *path) != dig(req.old_object, *path) else None
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -93,14 +151,13 @@ COMPONENT_VERSIONS_BY_COMPONENT = "component"
 
 def release_component_version_key(release: Obj) -> str:
     """``namespace/name`` of the ComponentVersion a Release references (namespace defaults to its own)."""
-    ref = dig(release, "spec", "componentVersionRef", default={})
-    ns = ref.get("namespace") or namespace_of(release)
-    return f"{ns}/{ref.get('name', '')}"
+    return ref_key(release, "spec", "componentVersionRef")
 
 
 def _releases_by_cv(release: Obj) -> Iterable[str]:
-    if dig(release, "spec", "componentVersionRef", "name"):
-        yield release_component_version_key(release)
+    key = release_component_version_key(release)
+    if key:
+        yield key
 
 
 def _bindings_by_target(binding: Obj) -> Iterable[str]:
@@ -188,6 +245,8 @@ def reference_grant(req: AdmissionRequest, ctx: Context) -> Decision:
     controllers report ``NotGranted`` in status until it is. Same-namespace references need none.
     """
     spec = GRANTED_REFERENCES[req.kind]
+    if problem := new_reference_problem(req, *spec.path):
+        return invalid(problem)
     if not reference_changed(req, *spec.path):
         return allow()
     key = ref_key(req.object, *spec.path)

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 
 from policies.catalog_refs import (
+    MSG_NOT_AN_OBJECT,
     REGISTRY_BINDINGS_BY_REGISTRY,
     REGISTRY_BINDINGS_BY_TARGET,
+    json_type,
     live,
+    new_reference_problem,
     ref_key,
     reference_changed,
     request_key,
@@ -137,6 +140,8 @@ REGISTRY_FIELD_CHECKS: tuple[Callable[[Obj], Iterator[str]], ...] = (
 
 def registry_violations(registry: Obj | None) -> list[str]:
     spec = dig(registry, "spec", default={})
+    if not isinstance(spec, Mapping):
+        return [MSG_NOT_AN_OBJECT.format(field="spec", got=json_type(spec))]
     return [msg for check in REGISTRY_FIELD_CHECKS for msg in check(spec)]
 
 
@@ -169,6 +174,8 @@ def target_render_registry(req: AdmissionRequest, ctx: Context) -> Decision:
     failure). A Registry not yet created passes with a warning: GitOps may apply it second.
     """
     path = ("spec", "renderRegistryRef")
+    if problem := new_reference_problem(req, *path):
+        return invalid(problem)
     key = ref_key(req.object, *path)
     if not key or not reference_changed(req, *path):
         return allow()
@@ -219,6 +226,8 @@ def registrybinding_ambiguous(req: AdmissionRequest, ctx: Context) -> Decision:
     ambiguity error at render time; two bindings to the very same Registry count too.
     """
     target_path, registry_path = ("spec", "targetRef"), ("spec", "registryRef")
+    if problem := new_reference_problem(req, *target_path) or new_reference_problem(req, *registry_path):
+        return invalid(problem)
     target = ref_key(req.object, *target_path)
     registry_key = ref_key(req.object, *registry_path, local=True)
     changed = reference_changed(req, *target_path) or reference_changed(req, *registry_path, local=True)
