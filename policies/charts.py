@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from policies.catalog_refs import json_type
 from policies.charts_naming import helm_cluster_addon_chart_name
 from policies.decision import Decision, allow, deny, invalid
 from policies.identity import is_cluster_cleanup
@@ -42,14 +43,56 @@ REPOSITORY_FIELD = "helmClusterAddonRepository"
 VERSION_FIELD = "version"
 
 
+def _mapping_at(obj: Obj | None, *path: str) -> Mapping[str, Any]:
+    value = dig(obj, *path, default={})
+    return value if isinstance(value, Mapping) else {}
+
+
 def addon_chart_ref(addon: Obj | None) -> Mapping[str, Any]:
-    """``spec.chart`` of a HelmClusterAddon (chart name, repository name, optional version)."""
-    return dig(addon, "spec", "chart", default={})
+    """``spec.chart`` of a HelmClusterAddon (chart name, repository name, optional version); {} if malformed."""
+    return _mapping_at(addon, "spec", "chart")
 
 
 def addon_last_applied(addon: Obj | None) -> Mapping[str, Any]:
-    """``status.lastAppliedChart``: the chart that last triggered an install or upgrade."""
-    return dig(addon, "status", "lastAppliedChart", default={})
+    """``status.lastAppliedChart``: the chart that last triggered an install or upgrade; {} if malformed."""
+    return _mapping_at(addon, "status", "lastAppliedChart")
+
+
+MSG_SPEC_SHAPE = "spec must be an object, not {got}"
+MSG_CHART_REF_SHAPE = (
+    "spec.chart must be an object {{helmClusterAddonChart, helmClusterAddonRepository, version?}}, not {got}"
+)
+MSG_CHART_FIELD_SHAPE = "spec.chart.{field} must be a string, not {got}"
+
+
+def chart_ref_problem(addon: Obj | None) -> str | None:
+    """Why ``spec.chart`` is malformed, or None.
+
+    The CRD rejects these shapes; where it is missing or older, a string where the mapping
+    belongs would raise (500), and a number as version (YAML ``version: 1.0``) would read as
+    "no version" and install the latest instead.
+    """
+    spec = dig(addon, "spec")
+    if spec is not None and not isinstance(spec, Mapping):
+        return MSG_SPEC_SHAPE.format(got=json_type(spec))
+    ref = dig(addon, "spec", "chart")
+    if ref is None:
+        return None
+    if not isinstance(ref, Mapping):
+        return MSG_CHART_REF_SHAPE.format(got=json_type(ref))
+    for field in (CHART_FIELD, REPOSITORY_FIELD, VERSION_FIELD):
+        value = ref.get(field)
+        if value is not None and not isinstance(value, str):
+            return MSG_CHART_FIELD_SHAPE.format(field=field, got=json_type(value))
+    return None
+
+
+def new_chart_ref_problem(req: AdmissionRequest) -> str | None:
+    """:func:`chart_ref_problem`, ratcheted: on UPDATE only a changed ``spec.chart`` counts."""
+    problem = chart_ref_problem(req.object)
+    if problem is None or req.operation is not Operation.UPDATE:
+        return problem
+    return problem if dig(req.object, "spec") != dig(req.old_object, "spec") else None
 
 
 def _ref_part(ref: Mapping[str, Any], field: str) -> str:
@@ -203,6 +246,8 @@ def addon_deployable_version(req: AdmissionRequest, ctx: Context) -> Decision:
     Not indexed yet (GitOps may apply the addon before the first sync): allowed with a warning.
     No version means "latest": allowed, with a warning when nothing is usable.
     """
+    if problem := new_chart_ref_problem(req):
+        return invalid(problem)
     if not _chart_ref_changed(req):
         return allow()
     ref = addon_chart_ref(req.object)
@@ -245,6 +290,8 @@ def addon_unique_chart(req: AdmissionRequest, ctx: Context) -> Decision:
 
     Checked only when the pair is new or changes, so two legacy duplicates stay editable.
     """
+    if problem := new_chart_ref_problem(req):
+        return invalid(problem)
     ref = addon_chart_ref(req.object)
     repository, chart = _ref_part(ref, REPOSITORY_FIELD), _ref_part(ref, CHART_FIELD)
     if not (repository and chart):

@@ -666,3 +666,78 @@ def test_repository_url_is_ratcheted_on_update():
 def test_url_pattern_is_the_crd_cel_rule():
     """The CRD carries the same rule; both must agree (see test_charts_crds)."""
     assert charts.URL_PATTERN.pattern == "(https?|oci)://.+"
+
+
+# --- malformed addons: 422 naming the field, never an internal error ------------------------------
+
+
+def with_chart(value: Any) -> Obj:
+    obj = addon("a")
+    obj["spec"]["chart"] = value
+    return obj
+
+
+def with_chart_field(field: str, value: Any) -> Obj:
+    obj = addon("a")
+    obj["spec"]["chart"][field] = value
+    return obj
+
+
+CHART_REF_SHAPE = (
+    "spec.chart must be an object {{helmClusterAddonChart, helmClusterAddonRepository, version?}}, not {got}"
+)
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        (with_chart("podinfo"), CHART_REF_SHAPE.format(got="a string")),
+        (with_chart(["podinfo"]), CHART_REF_SHAPE.format(got="an array")),
+        (with_chart_field("version", 1.0), "spec.chart.version must be a string, not a number"),
+        (
+            with_chart_field("helmClusterAddonRepository", ["r"]),
+            "spec.chart.helmClusterAddonRepository must be a string, not an array",
+        ),
+        (
+            with_chart_field("helmClusterAddonChart", {"name": "x"}),
+            "spec.chart.helmClusterAddonChart must be a string, not an object",
+        ),
+        ({**addon("a"), "spec": "podinfo"}, "spec must be an object, not a string"),
+    ],
+)
+@pytest.mark.parametrize("fn", [charts.addon_unique_chart, charts.addon_deployable_version])
+def test_malformed_addon_chart_reference_is_invalid(obj, message, fn):
+    view = view_of(*CHART_VIEW, (HELM_CLUSTER_ADDON, addon("b")))
+    for req in (
+        request(HELM_CLUSTER_ADDON, Operation.CREATE, obj),
+        request(HELM_CLUSTER_ADDON, Operation.UPDATE, obj, addon("a")),
+    ):
+        decision = run(fn, req, view)
+        assert (decision.allowed, decision.code, decision.reason, decision.message) == (False, 422, "Invalid", message)
+
+
+def test_malformed_addon_left_unchanged_on_update_is_not_rejudged():
+    """Ratcheting: an addon stored before the CRD check existed keeps its finalizer edits."""
+    obj = with_chart_field("version", 1.0)
+    for fn in (charts.addon_unique_chart, charts.addon_deployable_version):
+        assert run(fn, request(HELM_CLUSTER_ADDON, Operation.UPDATE, obj, obj), view_of(*CHART_VIEW)) == Decision()
+
+
+@pytest.mark.parametrize("last_applied", ["3.0.0", ["3.0.0"], {"version": 3}])
+def test_malformed_stored_last_applied_chart_is_ignored_not_an_error(last_applied):
+    old = addon("a", version="1.0.0")
+    old["status"] = {"lastAppliedChart": last_applied}
+    req = request(HELM_CLUSTER_ADDON, Operation.UPDATE, addon("a", version="3.0.0"), old)
+    assert run(charts.addon_deployable_version, req, view_of(*CHART_VIEW)).message == UNSUPPORTED_3
+
+
+def test_malformed_addons_in_the_cache_do_not_break_its_indexes():
+    bad_status = addon("c", chart="c")
+    bad_status["status"] = {"lastAppliedChart": "oci-repo"}
+    view = view_of((HELM_CLUSTER_ADDON, with_chart("podinfo")), (HELM_CLUSTER_ADDON, bad_status))
+    assert [name_of_(a) for a in view.indexed(HELM_CLUSTER_ADDON, charts.ADDONS_BY_REPOSITORY, OCI_REPO)] == ["c"]
+    assert view.indexed(HELM_CLUSTER_ADDON, charts.ADDONS_BY_CHART, f"{OCI_REPO}/{CHART}") == ()
+
+
+def name_of_(obj: Obj) -> str:
+    return obj["metadata"]["name"]
