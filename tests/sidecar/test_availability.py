@@ -25,7 +25,7 @@ from policies.objects import condition, format_time
 from policies.sidecar_config import AvailabilityConfig
 from tests.sidecar.conftest import NS, T0, Counting, World, Writes
 from tests.support.registry import RegistryServer, push_helm_chart, push_ocm_component
-from webhook.kube.client import Kube
+from webhook.kube.client import ApiError, Kube
 from webhook.kube.writes import Writer
 from webhook.sidecar.availability import AvailabilityLoop
 from webhook.sidecar.clients import RegistryClients
@@ -347,3 +347,42 @@ async def test_lookups_in_flight_are_bounded_by_the_configured_concurrency(
     gate.set()
     report = await task
     assert peak == 2 and report.requests == 5
+
+
+async def test_one_entry_that_cannot_be_written_does_not_stop_the_pass_for_the_others(
+    world: World, catalog: dict, cache, kube: Kube, clients: RegistryClients, writes: Writes
+) -> None:
+    class RefusesA(Writer):
+        def patch_status(self, kind, obj, desired_status):  # type: ignore[no-untyped-def]
+            if obj["metadata"]["name"] == "a":
+                raise ApiError(500, "InternalError", "etcdserver: request timed out")
+            return super().patch_status(kind, obj, desired_status)
+
+    loop = AvailabilityLoop(cache, RefusesA(kube), clients, AvailabilityConfig())
+    report = await loop.run_once(T0)
+    assert report.outcomes == {f"{NS}/a": Outcome.FOUND, f"{NS}/b": Outcome.FOUND, f"{NS}/c": Outcome.FOUND}
+    assert sorted(report.written) == [f"{NS}/b", f"{NS}/c"]
+    assert report.errors == {f"{NS}/a": "ApiError: 500 InternalError: etcdserver: request timed out"}
+    assert sorted(w[2] for w in writes.of("componentversions", "patch")) == [f"{NS}/b", f"{NS}/c"]
+    assert condition(world.get("a"), "Available") is None
+
+
+async def test_credentials_that_cannot_be_read_leave_entries_unchanged_and_the_pass_completes(
+    world: World, catalog: dict, registry: RegistryServer, cache, kube: Kube, counting: Counting, writes: Writes
+) -> None:
+    from tests.sidecar.conftest import counting_factory
+
+    world.registry("reg", registry.hostname, secret="reg-creds")
+    world.settle()
+    writes.clear()
+
+    def unreadable(namespace: str, name: str) -> dict:
+        raise ApiError(0, "Unreachable", "connection refused")
+
+    loop = AvailabilityLoop(
+        cache, Writer(kube), RegistryClients(cache, unreadable, counting_factory(counting)), AvailabilityConfig()
+    )
+    report = await loop.run_once(T0)
+    assert sorted(report.errors) == [f"{NS}/a", f"{NS}/b", f"{NS}/c"]
+    assert report.errors[f"{NS}/a"] == "ApiError: 0 Unreachable: connection refused"
+    assert counting.requests == [] and writes.of() == []

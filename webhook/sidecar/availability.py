@@ -59,6 +59,8 @@ class PassReport:
     """ComponentVersion ``ns/name`` -> resourceVersion after our status write."""
     conflicts: list[str] = field(default_factory=list)
     """Entries whose write met a changed object (decided again next pass)."""
+    errors: dict[str, str] = field(default_factory=dict)
+    """ComponentVersion ``ns/name`` -> what went wrong unexpectedly; its status was left as it was."""
 
 
 def _for_decision(cv: Obj) -> Obj:
@@ -137,7 +139,24 @@ class AvailabilityLoop:
     async def _one(
         self, cv: Obj, now: datetime, limit: asyncio.Semaphore, unreachable: set[str], report: PassReport
     ) -> None:
+        """Check and write one entry; whatever goes wrong stays with this entry.
+
+        An unexpected error (an apiserver refusing the write, a Secret that cannot be read, an
+        object the decision cannot parse) leaves this entry's status as it was, never False, and
+        the pass goes on: one bad entry or registry must not stop the others, nor the referenced
+        set and reclamation that follow the pass.
+        """
         key = ref_of(cv)
+        try:
+            await self._check_and_write(cv, key, now, limit, unreachable, report)
+        except Exception as exc:
+            report.errors[key] = f"{type(exc).__name__}: {exc}"
+            self.metrics.status_writes.labels("error").inc()
+            log.warning("availability check failed", extra={"fields": {"entry": key, "error": report.errors[key]}})
+
+    async def _check_and_write(
+        self, cv: Obj, key: str, now: datetime, limit: asyncio.Semaphore, unreachable: set[str], report: PassReport
+    ) -> None:
         ref = artifact_of(cv, self.view)
         async with limit:
             check = await self._check(ref, unreachable, report)

@@ -35,7 +35,7 @@ class SidecarMetrics:
         )
         self.status_writes = Counter(
             "catalog_warden_availability_status_writes",
-            "ComponentVersion status writes (written, conflict: skipped until the next pass, gone).",
+            "ComponentVersion status writes (written, conflict: skipped until next pass, gone, error: left as is).",
             ["result"],
             registry=r,
         )
