@@ -130,31 +130,49 @@ def _hostname_violations(spec: Obj) -> Iterator[str]:
         yield MSG_HOSTNAME_INVALID.format(value=value)
 
 
-REGISTRY_FIELD_CHECKS: tuple[Callable[[Obj], Iterator[str]], ...] = (
-    _hostname_violations,
-    _flavor_violations,
-    _scan_interval_violations,
+REGISTRY_FIELD_CHECKS: tuple[tuple[tuple[str, ...], Callable[[Obj], Iterator[str]]], ...] = (
+    (("hostname",), _hostname_violations),
+    (("webhookPath", "flavor"), _flavor_violations),
+    (("scanInterval",), _scan_interval_violations),
 )
-"""Each check yields the exact message of every violation it finds in a Registry spec."""
+"""Each check, with the spec fields it reads, yields the exact message of every violation it finds."""
 
 
-def registry_violations(registry: Obj | None) -> list[str]:
+def _unchanged(spec: Obj, old_spec: Obj, fields: tuple[str, ...]) -> bool:
+    """Unset and empty count as the same value (``flavor: ""`` sets nothing)."""
+    return all((spec.get(f) or None) == (old_spec.get(f) or None) for f in fields)
+
+
+def registry_violations(registry: Obj | None, old: Obj | None = None) -> list[str]:
+    """Every violation in ``registry``'s spec; with ``old``, only those of checks whose fields changed.
+
+    Ratcheting as Kubernetes does it: a field left as it was is not re-judged, so an object
+    created before the webhook existed can still get finalizers; a field that changes must be
+    valid, even if it was invalid before (a new webhookPath still needs a flavor).
+    """
     spec = dig(registry, "spec", default={})
     if not isinstance(spec, Mapping):
+        if old is not None and spec == dig(old, "spec", default={}):
+            return []
         return [MSG_NOT_AN_OBJECT.format(field="spec", got=json_type(spec))]
-    return [msg for check in REGISTRY_FIELD_CHECKS for msg in check(spec)]
+    old_spec = dig(old, "spec", default=None)
+    if not isinstance(old_spec, Mapping):
+        old_spec = None
+    return [
+        msg
+        for fields, check in REGISTRY_FIELD_CHECKS
+        if old_spec is None or not _unchanged(spec, old_spec, fields)
+        for msg in check(spec)
+    ]
 
 
 def registry_fields(req: AdmissionRequest, ctx: Context) -> Decision:
     """Registry fields the aggregated SolAr API validates, plus a well-formed hostname.
 
-    On UPDATE only violations the old object did not already have are reported (ratcheting),
-    so an object created before the webhook existed can still get finalizers and fixes.
+    On UPDATE only the checks whose fields changed run (ratcheting, see :func:`registry_violations`).
     """
-    found = registry_violations(req.object)
-    if req.operation is Operation.UPDATE:
-        before = set(registry_violations(req.old_object))
-        found = [msg for msg in found if msg not in before]
+    old = req.old_object if req.operation is Operation.UPDATE else None
+    found = registry_violations(req.object, old)
     return invalid("; ".join(found)) if found else allow()
 
 

@@ -142,6 +142,30 @@ def test_host_port(value, ok):
             id="only-the-new-one-reported",
         ),
         pytest.param(registry(scanInterval="0s"), registry(scanInterval="5m"), allowed(), id="fixed"),
+        pytest.param(
+            registry(webhookPath="events"),
+            registry(webhookPath="other-events"),
+            fields(FLAVOR),
+            id="webhook-path-changed-still-without-flavor",
+        ),
+        pytest.param(
+            registry(webhookPath="events", flavor="zot"),
+            registry(webhookPath="events", flavor=""),
+            fields(FLAVOR),
+            id="flavor-removed",
+        ),
+        pytest.param(
+            registry(hostname=None),
+            registry(hostname=""),
+            allowed(),
+            id="hostname-still-unset",
+        ),
+        pytest.param(
+            registry(hostname=None, webhookPath="events"),
+            registry(hostname=None, webhookPath="events", plainHTTP=True),
+            allowed(),
+            id="unrelated-field-changed",
+        ),
     ],
 )
 def test_registry_fields_ratchet_on_update(old, new, expected):
