@@ -258,6 +258,21 @@ def resolve_artifact(cv: Obj, component: Obj | None) -> ArtifactRef | Unresolved
     return ArtifactRef(registry, repository, tag, digest, _SCHEMES[scheme], prefix)
 
 
+_DEFAULT_PORTS: Mapping[bool, str] = {False: ":443", True: ":80"}
+"""plain HTTP -> the port a host without one is reached on."""
+
+
+def registry_key(host: str, plain_http: bool = False) -> str:
+    """One spelling per registry: ``Reg.Example:443`` and ``reg.example`` are the same host.
+
+    Host names are case-insensitive and a scheme's default port may be written or left out. The
+    referenced set is keyed by this, and reclamation looks a registry up by it: a Component that
+    spelled its host differently from the Registry must still keep its artifacts.
+    """
+    key = host.strip().rstrip("/").lower()
+    return key.removesuffix(_DEFAULT_PORTS[plain_http])
+
+
 def digest_from_label(value: str) -> tuple[str | None, str]:
     """``(digest, prefix)`` from a digest label: a full digest, a shortened one to compare, or neither."""
     value = value.strip().lower().removeprefix(SHA256)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from policies.artifacts import is_managed_repository
+from policies.artifacts import is_managed_repository, registry_key
 from policies.availability import go_duration
 from policies.model import Obj
 from policies.objects import annotations_of
@@ -122,14 +122,18 @@ def plan(
     safety_age: timedelta,
     cap: int,
     now: datetime,
+    plain_http: bool = False,
 ) -> ReclaimPlan:
     """The actions that reclaim what ``referenced`` does not keep in ``registry`` (see the module doc).
 
-    ``listing`` maps each repository the shell listed to all of its tags.
+    ``listing`` maps each repository the shell listed to all of its tags. ``registry`` is matched
+    however it is spelled (:func:`~policies.artifacts.registry_key`; ``plain_http`` says which
+    default port it may leave out).
     """
     if not isinstance(referenced, ReferencedSet):
         return ReclaimPlan(registry, mode, refused=REFUSED_INCOMPLETE.format(summary=referenced.summary()))
-    if not referenced.registries.get(registry):
+    key = registry_key(registry, plain_http)
+    if not referenced.registries.get(key):
         return ReclaimPlan(registry, mode, refused=REFUSED_UNKNOWN_REGISTRY.format(registry=registry))
     candidates: list[Action] = []
     skipped: list[Skip] = []
@@ -137,7 +141,7 @@ def plan(
         if not is_managed_repository(repository):
             skipped.append(Skip(repository, "", SKIP_UNMANAGED))
             continue
-        keep = referenced.keep(registry, repository)
+        keep = referenced.keep(key, repository)
         planner = _PLANNERS[mode]
         found, skips = planner(repository, tags, frozenset(keep.tags), frozenset(keep.digests))
         skipped.extend(skips)

@@ -29,7 +29,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from policies.artifacts import Unresolved, resolve_artifact
+from policies.artifacts import Unresolved, registry_key, resolve_artifact
 from policies.kinds import COMPONENT, COMPONENT_VERSION
 from policies.model import Obj
 from policies.objects import dig, format_time, namespace_of, parse_time
@@ -58,7 +58,8 @@ Registries = Mapping[str, Mapping[str, Keep]]
 class ReferencedSet:
     """A complete referenced set: the only kind that may be published or reclaimed against.
 
-    ``registries`` maps registry host -> repository -> :class:`Keep`, read-only at both levels.
+    ``registries`` maps registry (:func:`~policies.artifacts.registry_key`: lower case, no default
+    port) -> repository -> :class:`Keep`, read-only at both levels.
     """
 
     generation: int
@@ -72,7 +73,7 @@ class ReferencedSet:
     complete = True
 
     def keep(self, registry: str, repository: str) -> Keep:
-        """What ``repository`` of ``registry`` keeps (nothing when the set names none of it)."""
+        """What ``repository`` of ``registry`` (a :func:`~policies.artifacts.registry_key`) keeps."""
         return self.registries.get(registry, {}).get(repository, Keep())
 
     def to_json(self) -> dict[str, Any]:
@@ -140,7 +141,7 @@ def collect(
         if isinstance(ref, Unresolved):
             reasons.append(str(ref))
             continue
-        where = (ref.registry, ref.repository)
+        where = (registry_key(ref.registry, ref.plain_http), ref.repository)
         tags.setdefault(where, set()).add(ref.tag)
         found = digests.setdefault(where, set())
         found.update(d for d in (ref.digest, _resolved_digest(cv)) if d)

@@ -190,3 +190,29 @@ def test_the_plan_is_deterministic_whatever_the_listing_order():
 )
 def test_reclaim_mode_from_the_registry_annotation(annotations, mode):
     assert reclaim_mode_of({"metadata": {"name": "r", "annotations": annotations}}) is mode
+
+
+def test_a_host_spelled_another_way_still_keeps_its_artifacts():
+    """Host names are case-insensitive and :443 is https' default port: a Component that spells its
+    registry ``Reg.Example`` or ``reg.example:443`` names the same registry, and its artifacts stay."""
+    from policies.kinds import COMPONENT, COMPONENT_VERSION
+    from policies.referenced_set import compute
+    from policies.view import MemoryView
+
+    view = MemoryView(synced=True)
+    for ns, host in (("team-a", "Reg.Example"), ("team-b", "reg.example:443"), ("team-c", "reg.example")):
+        spec = {"scheme": "https", "registry": host, "repository": f"ocm/example.com/{ns}"}
+        view.put(COMPONENT, {"metadata": {"name": f"example-com-{ns}", "namespace": ns}, "spec": spec})
+        cv = {"componentRef": {"name": f"example-com-{ns}"}, "tag": "1.0.0"}
+        view.put(COMPONENT_VERSION, {"metadata": {"name": "v", "namespace": ns}, "spec": cv})
+    referenced = compute(view, 1, NOW)
+    repo = "ocm/component-descriptors/example.com/{}".format
+    listing = {
+        repo(ns): [TagInfo("1.0.0", d(1), OLD), TagInfo("0.1.0", d(2), OLD)] for ns in ("team-a", "team-b", "team-c")
+    }
+    for registry in ("reg.example", "REG.EXAMPLE:443"):
+        result = plan(referenced, registry, listing, DELETE, AGE, 100, NOW)
+        assert result.refused == ""
+        assert [(a.repository, a.reference) for a in result.actions] == [
+            (repo(ns), d(2)) for ns in ("team-a", "team-b", "team-c")
+        ], registry

@@ -119,7 +119,9 @@ class Reclaimer:
             listing = await self._list(client, host, now, report)
         except _Partial as exc:
             return self._refused(report, MSG_PARTIAL.format(registry=host, why=exc), "partial")
-        report.plan = plan(referenced, host, listing, mode, self.config.safetyAge, self.config.perPassCap, now)
+        plain_http = bool(dig(registry, "spec", "plainHTTP", default=False))
+        cfg = self.config
+        report.plan = plan(referenced, host, listing, mode, cfg.safetyAge, cfg.perPassCap, now, plain_http)
         if report.plan.refused:
             return self._refused(report, report.plan.refused, "refused")
         await self._execute(client, report)
