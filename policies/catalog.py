@@ -13,6 +13,7 @@ from policies import catalog_deletion, catalog_labels, catalog_refs, catalog_reg
 from policies.catalog_refs import (
     INDEXES,
     RELEASES_BY_COMPONENT_VERSION,
+    fit_warning,
     new_reference_problem,
     release_component_version_key,
     split_key,
@@ -62,12 +63,12 @@ def release_binding(req: AdmissionRequest, ctx: Context) -> Decision:
     ns, name = split_key(key)
     cv = ctx.view.get(COMPONENT_VERSION, name, ns)
     if cv is None:
-        return allow(WARN_CV_NOT_FOUND.format(cv=key))
+        return allow(fit_warning(WARN_CV_NOT_FOUND, cv=key))
     if is_terminating(cv):
         return deny(MSG_CV_TERMINATING.format(cv=key))
     cond = condition(cv, AVAILABLE)
     if cond is None:
-        return allow(WARN_CV_UNCHECKED.format(cv=key))
+        return allow(fit_warning(WARN_CV_UNCHECKED, cv=key))
     status = cond.get("status")
     if status == "False":
         return deny(
@@ -79,7 +80,7 @@ def release_binding(req: AdmissionRequest, ctx: Context) -> Decision:
             )
         )
     if status != "True":
-        return allow(WARN_CV_UNKNOWN.format(cv=key, reason=cond.get("reason") or "no reason"))
+        return allow(fit_warning(WARN_CV_UNKNOWN, cv=key, reason=cond.get("reason") or "no reason"))
     return allow()
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import re
 
-from policies.catalog_refs import COMPONENT_LABEL, reference_problem
+from policies.catalog_refs import COMPONENT_LABEL, fit_warning, reference_problem
 from policies.decision import Decision, allow, invalid, mutate
 from policies.model import AdmissionRequest
 from policies.objects import dig, labels_of
@@ -34,7 +34,7 @@ def componentversion_component_label(req: AdmissionRequest, ctx: Context) -> Dec
     if not component or COMPONENT_LABEL in labels_of(cv):
         return allow()
     if not _LABEL_VALUE.fullmatch(component):
-        return allow(WARN_COMPONENT_LABEL_SKIPPED.format(component=component))
+        return allow(fit_warning(WARN_COMPONENT_LABEL_SKIPPED, component=component))
     desired = copy.deepcopy(dict(cv))
     metadata = desired.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), COMPONENT_LABEL: component}

@@ -107,6 +107,40 @@ def new_reference_problem(req: AdmissionRequest, *path: str, required: bool = Fa
     return problem if dig(req.object, *path) != dig(req.old_object, *path) else None
 
 
+MAX_WARNING = 120
+"""kube-apiserver and kubectl show warnings of at most this many characters; the server cuts longer ones."""
+_MIN_FIELD = 12
+
+
+def _elide(value: str, length: int) -> str:
+    """``value`` cut to ``length`` characters by replacing its middle with an ellipsis."""
+    if len(value) <= length:
+        return value
+    head = length // 2
+    tail = length - 1 - head
+    return value[:head] + "…" + value[len(value) - tail :]
+
+
+def fit_warning(template: str, **fields: object) -> str:
+    """``template`` formatted so it fits :data:`MAX_WARNING` characters.
+
+    The server cuts an over-long warning at its end, which loses the way out. Instead the
+    longest filled-in value (a name, a reason) is shortened in its middle, so both ends of each
+    name stay readable and the fixed text stays whole. Only names nobody could shorten enough
+    leave a cut text, and then it is cut here, deterministically.
+    """
+    values = {k: str(v) for k, v in fields.items()}
+    text = template.format(**values)
+    while len(text) > MAX_WARNING:
+        longest = max(values, key=lambda k: len(values[k]), default=None)
+        if longest is None or len(values[longest]) <= _MIN_FIELD:
+            return text[: MAX_WARNING - 1] + "…"
+        excess = len(text) - MAX_WARNING
+        values[longest] = _elide(values[longest], max(_MIN_FIELD, len(values[longest]) - excess))
+        text = template.format(**values)
+    return text
+
+
 def split_key(key: str) -> tuple[str, str]:
     """``(namespace, name)`` of a ``namespace/name`` key."""
     ns, _, name = key.partition("/")
@@ -256,7 +290,12 @@ def reference_grant(req: AdmissionRequest, ctx: Context) -> Decision:
     if is_granted(ctx.view, req.kind, req.namespace, spec.to, to_ns):
         return allow()
     return allow(
-        WARN_NOT_GRANTED.format(
-            to_ns=to_ns, from_kind=req.kind.kind, from_ns=req.namespace, to_kind=spec.to.kind, to_name=to_name
+        fit_warning(
+            WARN_NOT_GRANTED,
+            to_ns=to_ns,
+            from_kind=req.kind.kind,
+            from_ns=req.namespace,
+            to_kind=spec.to.kind,
+            to_name=to_name,
         )
     )

@@ -20,6 +20,7 @@ from policies.catalog_refs import (
     MSG_NOT_AN_OBJECT,
     REGISTRY_BINDINGS_BY_REGISTRY,
     REGISTRY_BINDINGS_BY_TARGET,
+    fit_warning,
     json_type,
     live,
     new_reference_problem,
@@ -200,7 +201,7 @@ def target_render_registry(req: AdmissionRequest, ctx: Context) -> Decision:
     ns, name = split_key(key)
     registry = ctx.view.get(REGISTRY, name, ns)
     if registry is None:
-        return allow(WARN_TARGET_REGISTRY_NOT_FOUND.format(registry=key))
+        return allow(fit_warning(WARN_TARGET_REGISTRY_NOT_FOUND, registry=key))
     if not dig(registry, "spec", "solarSecretRef", "name"):
         return deny(MSG_TARGET_NO_PUSH_CREDENTIALS.format(registry=key))
     return allow()
@@ -254,7 +255,7 @@ def registrybinding_ambiguous(req: AdmissionRequest, ctx: Context) -> Decision:
     ns, name = split_key(registry_key)
     registry = ctx.view.get(REGISTRY, name, ns)
     if registry is None:
-        return allow(WARN_BINDING_REGISTRY_NOT_FOUND.format(registry=registry_key))
+        return allow(fit_warning(WARN_BINDING_REGISTRY_NOT_FOUND, registry=registry_key))
     me, host = request_key(req), _host(registry)
     clashes = _same_host_bindings(ctx.view, target, host, skip_binding=me) if host else []
     if clashes:

@@ -37,7 +37,9 @@ LABEL = "solar.opendefense.cloud/component"
             None,
             [
                 "label solar.opendefense.cloud/component not added: Component name "
-                + "c" * 64
+                + "c" * 13
+                + "…"
+                + "c" * 13
                 + " is not a valid label value"
             ],
             id="name-too-long-for-a-label",

@@ -225,5 +225,6 @@ def mutate_all(req: AdmissionRequest, ctx: Context) -> tuple[Obj, list[str]]:
         decision = r.fn(step, ctx)
         assert decision.allowed, (r.name, decision)
         obj = jsonpatch.apply_patch(obj, list(decision.patch))
+        assert all(len(w) <= 120 for w in decision.warnings), f"{r.name}: warning over 120 characters"
         warnings.extend(decision.warnings)
     return obj, warnings
