@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from policies.catalog_refs import json_type
+from policies.catalog_refs import fit_warning, json_type
 from policies.charts_naming import helm_cluster_addon_chart_name
 from policies.decision import Decision, allow, deny, invalid
 from policies.identity import is_cluster_cleanup
@@ -171,7 +171,7 @@ DETAIL_UNRESOLVED = "the repository catalog has not resolved it yet"
 WARN_CHART_NOT_INDEXED = "HelmClusterAddonChart {chart} not indexed yet, {version} unchecked"
 WARN_CHART_NOT_INDEXED_LATEST = "HelmClusterAddonChart {chart} not indexed yet, nothing to install"
 WARN_NO_USABLE_VERSION = "HelmClusterAddonChart {chart} has no usable version yet"
-# Chart object names are at most 60 characters (B5), so these fit the 120-character warning limit.
+# Chart object names are at most 60 characters (B5); the version is the user's text, so it is fitted.
 
 
 def chart_object_name(ref: Mapping[str, Any]) -> str:
@@ -258,7 +258,7 @@ def addon_deployable_version(req: AdmissionRequest, ctx: Context) -> Decision:
     chart = ctx.view.get(HELM_CLUSTER_ADDON_CHART, name)
     if chart is None:
         if version:
-            return allow(WARN_CHART_NOT_INDEXED.format(chart=name, version=version))
+            return allow(fit_warning(WARN_CHART_NOT_INDEXED, chart=name, version=version))
         return allow(WARN_CHART_NOT_INDEXED_LATEST.format(chart=name))
     repository = _ref_part(ref, REPOSITORY_FIELD)
     oci = repository_is_oci(ctx.view.get(HELM_CLUSTER_ADDON_REPOSITORY, repository))

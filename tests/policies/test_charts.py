@@ -741,3 +741,15 @@ def test_malformed_addons_in_the_cache_do_not_break_its_indexes():
 
 def name_of_(obj: Obj) -> str:
     return obj["metadata"]["name"]
+
+
+def test_not_indexed_warning_fits_with_a_long_version():
+    """The version is the user's own text; with the longest chart name it overflowed 120 characters."""
+    repo, chart = "r" * 63, "c" * 63
+    longest = helm_cluster_addon_chart_name(repo, chart)
+    req = request(HELM_CLUSTER_ADDON, Operation.CREATE, addon("a", repo, chart, "10.20.30-beta.1+build.5"))
+    decision = run(charts.addon_deployable_version, req)
+    assert decision.warnings == (
+        f"HelmClusterAddonChart {longest[:23]}…{longest[-23:]} not indexed yet, 10.20.30-beta.1+build.5 unchecked",
+    )
+    assert len(decision.warnings[0]) <= 120
