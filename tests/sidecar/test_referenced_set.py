@@ -19,9 +19,9 @@ from policies.referenced_set import CONFIGMAP_KEY
 from policies.sidecar_config import ReclaimConfig, ReferencedSetConfig
 from tests.sidecar.conftest import NS, T0, WARDEN_NS, Counting, World, Writes
 from tests.support.registry import RegistryServer, push_helm_chart, push_ocm_component
-from webhook.kube.client import Kube
+from webhook.kube.client import ApiError, Kube
 from webhook.sidecar.clients import RegistryClients
-from webhook.sidecar.reclaim import MSG_PARTIAL, Reclaimer
+from webhook.sidecar.reclaim import MSG_FAILED, MSG_PARTIAL, Reclaimer
 from webhook.sidecar.referenced_set import Publication, ReferencedSetPublisher
 
 pytestmark = pytest.mark.anyio
@@ -222,3 +222,31 @@ async def test_unannotated_registry_is_never_listed(
     result = await publisher(cache, kube).publish(T0)
     assert await reclaimer(cache, clients).run_once(result.reclaimable, T0) == []
     assert counting.requests == []
+
+
+async def test_one_registry_that_fails_does_not_stop_reclamation_in_the_others(
+    registry: RegistryServer, pushed: dict, world: World, cache, kube: Kube, counting: Counting
+) -> None:
+    from tests.sidecar.conftest import counting_factory
+
+    world.registry(
+        "a-broken", "broken.example:5000", secret="creds", annotations={RECLAIM_ANNOTATION: "distribution-delete"}
+    )
+    world.settle()
+
+    def read_secret(namespace: str, name: str) -> dict:
+        raise ApiError(0, "Unreachable", "connection refused")
+
+    reclaim = Reclaimer(
+        cache, RegistryClients(cache, read_secret, counting_factory(counting)), ReclaimConfig(safetyAge="0s")
+    )
+    result = await publisher(cache, kube).publish(T0)
+    reports = await reclaim.run_once(result.reclaimable, T0)
+    assert [(r.registry, r.refused, r.removed) for r in reports] == [
+        (
+            "broken.example:5000",
+            MSG_FAILED.format(registry="broken.example:5000", error="ApiError: 0 Unreachable: connection refused"),
+            [],
+        ),
+        (registry.hostname, "", [f"{DEMO_REPO}@{pushed['orphan'].digest}", f"{OTHER_REPO}@{pushed['other'].digest}"]),
+    ]

@@ -48,6 +48,7 @@ EVENT_REASON = "ArtifactsReclaimed"
 EVENT_REASON_DRY_RUN = "ArtifactsReclaimDryRun"
 MSG_EVENT = "{verb} {count} artifact(s) not in referenced set generation {generation}: {what}"
 MSG_PARTIAL = "listing of {registry} incomplete ({why}); nothing is reclaimed"
+MSG_FAILED = "reclamation of {registry} failed ({error}); nothing more is removed there this pass"
 
 EventSink = Callable[[Obj, str, str], None]
 """``(involved object, reason, message)``: emits an Event (``Writer.emit_event``); blocking."""
@@ -99,11 +100,22 @@ class Reclaimer:
 
     async def run_once(self, referenced: ReferencedSet | IncompleteSet, now: datetime) -> list[RegistryReport]:
         started = time.monotonic()
-        reports = [await self._registry(obj, mode, referenced, now) for obj, mode in self.registries()]
+        reports = [await self._isolated(obj, mode, referenced, now) for obj, mode in self.registries()]
         self.metrics.passes.labels("reclaim").inc()
         self.metrics.pass_duration.labels("reclaim").observe(time.monotonic() - started)
         self.metrics.last_pass.labels("reclaim").set(now.timestamp())
         return reports
+
+    async def _isolated(
+        self, registry: Obj, mode: ReclaimMode, referenced: ReferencedSet | IncompleteSet, now: datetime
+    ) -> RegistryReport:
+        """One registry's pass; an unexpected error ends that registry's pass only, never the others'."""
+        try:
+            return await self._registry(registry, mode, referenced, now)
+        except Exception as exc:
+            host = str(dig(registry, "spec", "hostname", default="")).strip().rstrip("/")
+            error = f"{type(exc).__name__}: {exc}"
+            return self._refused(RegistryReport(host, mode), MSG_FAILED.format(registry=host, error=error), "error")
 
     async def _registry(
         self, registry: Obj, mode: ReclaimMode, referenced: ReferencedSet | IncompleteSet, now: datetime
