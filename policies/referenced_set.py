@@ -95,6 +95,22 @@ class ReferencedSet:
         """Equal keeps, whatever the generation and time: the shell republishes only on a difference."""
         return other is not None and self.registries == other.registries
 
+    def merged_with(self, other: ReferencedSet | IncompleteSet) -> ReferencedSet | IncompleteSet:
+        """A set keeping everything this one or ``other`` keeps; ``other`` itself when it is incomplete.
+
+        Reclamation plans against the set it was handed merged with one computed after listing
+        the registry, so an entry created in between keeps its artifact (the generation stays this one's).
+        """
+        if isinstance(other, IncompleteSet):
+            return other
+        registries: dict[str, dict[str, Keep]] = {}
+        for host in sorted({*self.registries, *other.registries}):
+            mine, theirs = self.registries.get(host, {}), other.registries.get(host, {})
+            registries[host] = {
+                repo: _union(mine.get(repo, Keep()), theirs.get(repo, Keep())) for repo in sorted({*mine, *theirs})
+            }
+        return ReferencedSet(self.generation, self.computed_at, registries)
+
     @classmethod
     def loads(cls, text: str) -> ReferencedSet:
         """Read back a published set (the last one the shell published); raises ValueError if not one."""
@@ -157,6 +173,10 @@ def compute(view: View, generation: int, now: datetime) -> ReferencedSet | Incom
     """:func:`collect` over every ComponentVersion and Component in ``view``."""
     components = {(namespace_of(c), str(dig(c, "metadata", "name", default=""))): c for c in view.list(COMPONENT)}
     return collect(view.list(COMPONENT_VERSION), components, generation, now, view.synced)
+
+
+def _union(a: Keep, b: Keep) -> Keep:
+    return Keep(tuple(sorted({*a.tags, *b.tags})), tuple(sorted({*a.digests, *b.digests})))
 
 
 def _resolved_digest(cv: Obj) -> str:

@@ -147,3 +147,14 @@ def test_an_empty_synced_catalog_is_complete_and_keeps_nothing():
     result = compute(view_of(), generation=1, now=NOW)
     assert isinstance(result, ReferencedSet)
     assert result.registries == {}
+
+
+def test_merged_with_keeps_what_either_set_keeps_and_an_incomplete_one_wins():
+    first = ReferencedSet(4, NOW, {HOST: {REPO: Keep(("1.0.0",), (D1,))}})
+    later = ReferencedSet(9, NOW, {HOST: {REPO: Keep(("0.9.0",), ()), OTHER_REPO: Keep(("2.0.0",), (D2,))}})
+    merged = first.merged_with(later)
+    assert isinstance(merged, ReferencedSet) and merged.generation == 4
+    assert merged.keep(HOST, REPO) == Keep(("0.9.0", "1.0.0"), (D1,))
+    assert merged.keep(HOST, OTHER_REPO) == Keep(("2.0.0",), (D2,))
+    incomplete = IncompleteSet(NOW, ("a reason",))
+    assert first.merged_with(incomplete) is incomplete

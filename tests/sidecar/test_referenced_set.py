@@ -224,6 +224,31 @@ async def test_unannotated_registry_is_never_listed(
     assert counting.requests == []
 
 
+async def test_an_entry_created_while_the_registry_is_listed_keeps_its_artifact(
+    registry: RegistryServer,
+    pushed: dict,
+    world: World,
+    cache,
+    kube: Kube,
+    clients: RegistryClients,
+    counting: Counting,
+) -> None:
+    """The set was computed before the listing; an entry discovery creates in between (for an
+    artifact old enough to pass the safety age) must not lose its artifact to that stale set."""
+    result = await publisher(cache, kube).publish(T0)
+
+    def discovery_creates_an_entry(request: httpx.Request, response: httpx.Response) -> None:
+        if request.url.path == "/v2/_catalog":
+            world.version("orphan", "example-com-demo", "0.9.0")
+            world.settle()
+
+    counting.after = discovery_creates_an_entry
+    reports = await reclaimer(cache, clients).run_once(result.reclaimable, T0)
+    assert [(r.refused, r.removed) for r in reports] == [("", [f"{OTHER_REPO}@{pushed['other'].digest}"])]
+    with registry.http() as http:
+        assert sorted(http.get(f"/v2/{DEMO_REPO}/tags/list").json()["tags"]) == ["0.9.0", "1.0.0", "1.1.0"]
+
+
 async def test_one_registry_that_fails_does_not_stop_reclamation_in_the_others(
     registry: RegistryServer, pushed: dict, world: World, cache, kube: Kube, counting: Counting
 ) -> None:

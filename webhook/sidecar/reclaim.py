@@ -31,7 +31,7 @@ from policies.kinds import REGISTRY
 from policies.model import Obj
 from policies.objects import dig, ref_of
 from policies.reclaim import ActionKind, ReclaimMode, ReclaimPlan, TagInfo, plan, reclaim_mode_of
-from policies.referenced_set import IncompleteSet, ReferencedSet
+from policies.referenced_set import IncompleteSet, ReferencedSet, compute
 from policies.sidecar_config import ReclaimConfig
 from policies.view import View
 from webhook.registry.client import RegistryClient
@@ -131,9 +131,11 @@ class Reclaimer:
             listing = await self._list(client, host, now, report)
         except _Partial as exc:
             return self._refused(report, MSG_PARTIAL.format(registry=host, why=exc), "partial")
+        # The set was computed before the listing: entries created since must keep their artifacts too.
+        standing = referenced.merged_with(await asyncio.to_thread(compute, self.view, referenced.generation, now))
         plain_http = bool(dig(registry, "spec", "plainHTTP", default=False))
         cfg = self.config
-        report.plan = plan(referenced, host, listing, mode, cfg.safetyAge, cfg.perPassCap, now, plain_http)
+        report.plan = plan(standing, host, listing, mode, cfg.safetyAge, cfg.perPassCap, now, plain_http)
         if report.plan.refused:
             return self._refused(report, report.plan.refused, "refused")
         await self._execute(client, report)
