@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 import re
 
-from policies.catalog_refs import COMPONENT_LABEL, fit_warning, reference_problem
-from policies.decision import Decision, allow, invalid, mutate
+from policies.catalog_refs import COMPONENT_LABEL, reference_problem
+from policies.decision import Decision, allow, fit_warning, invalid, mutate
 from policies.model import AdmissionRequest
 from policies.objects import dig, labels_of
 from policies.rules import Context

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from policies.decision import Decision, allow, invalid
+from policies.decision import Decision, allow, fit_warning, invalid
 from policies.kinds import (
     COMPONENT_VERSION,
     REFERENCE_GRANT,
@@ -28,7 +28,7 @@ from policies.kinds import (
     TARGET,
 )
 from policies.model import AdmissionRequest, GroupKind, Obj, Operation
-from policies.objects import dig, is_terminating, labels_of, name_of, namespace_of, ref_of
+from policies.objects import dig, is_terminating, json_type, labels_of, name_of, namespace_of, ref_of
 from policies.rules import Context
 from policies.view import IndexFn, View
 
@@ -53,20 +53,6 @@ MSG_NOT_AN_OBJECT = "{field} must be an object, not {got}"
 MSG_NOT_A_REFERENCE = "{field} must be an object such as {{name: demo}}, not {got}"
 MSG_NOT_A_STRING = "{field} must be a string, not {got}"
 MSG_NAME_REQUIRED = "{field}.name is required"
-
-_JSON_TYPES: tuple[tuple[type, str], ...] = (
-    (str, "a string"),
-    (bool, "a boolean"),  # before int: bool is an int in Python
-    (int, "a number"),
-    (float, "a number"),
-    (list, "an array"),
-    (Mapping, "an object"),
-)
-
-
-def json_type(value: object) -> str:
-    """How a decoded JSON value is named in a message ("a string", "an array", ...)."""
-    return next((name for t, name in _JSON_TYPES if isinstance(value, t)), type(value).__name__)
 
 
 def reference_problem(obj: Obj | None, *path: str, required: bool = False) -> str | None:
@@ -105,40 +91,6 @@ def new_reference_problem(req: AdmissionRequest, *path: str, required: bool = Fa
     if problem is None or req.operation is not Operation.UPDATE:
         return problem
     return problem if dig(req.object, *path) != dig(req.old_object, *path) else None
-
-
-MAX_WARNING = 120
-"""kube-apiserver and kubectl show warnings of at most this many characters; the server cuts longer ones."""
-_MIN_FIELD = 12
-
-
-def _elide(value: str, length: int) -> str:
-    """``value`` cut to ``length`` characters by replacing its middle with an ellipsis."""
-    if len(value) <= length:
-        return value
-    head = length // 2
-    tail = length - 1 - head
-    return value[:head] + "…" + value[len(value) - tail :]
-
-
-def fit_warning(template: str, **fields: object) -> str:
-    """``template`` formatted so it fits :data:`MAX_WARNING` characters.
-
-    The server cuts an over-long warning at its end, which loses the way out. Instead the
-    longest filled-in value (a name, a reason) is shortened in its middle, so both ends of each
-    name stay readable and the fixed text stays whole. Only names nobody could shorten enough
-    leave a cut text, and then it is cut here, deterministically.
-    """
-    values = {k: str(v) for k, v in fields.items()}
-    text = template.format(**values)
-    while len(text) > MAX_WARNING:
-        longest = max(values, key=lambda k: len(values[k]), default=None)
-        if longest is None or len(values[longest]) <= _MIN_FIELD:
-            return text[: MAX_WARNING - 1] + "…"
-        excess = len(text) - MAX_WARNING
-        values[longest] = _elide(values[longest], max(_MIN_FIELD, len(values[longest]) - excess))
-        text = template.format(**values)
-    return text
 
 
 def split_key(key: str) -> tuple[str, str]:

@@ -20,9 +20,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from policies.catalog_refs import fit_warning, json_type
 from policies.charts_naming import helm_cluster_addon_chart_name
-from policies.decision import Decision, allow, deny, invalid
+from policies.decision import Decision, allow, deny, fit_warning, invalid
 from policies.identity import is_cluster_cleanup
 from policies.kinds import (
     CHARTS_KINDS,
@@ -31,7 +30,7 @@ from policies.kinds import (
     HELM_CLUSTER_ADDON_REPOSITORY,
 )
 from policies.model import AdmissionRequest, Obj, Operation
-from policies.objects import dig, is_terminating, name_of
+from policies.objects import dig, is_terminating, json_type, name_of
 from policies.rules import ALL_WRITES, Context, Family, Rule
 
 CREATE_UPDATE = frozenset({Operation.CREATE, Operation.UPDATE})

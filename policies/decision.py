@@ -56,3 +56,37 @@ def mutate(original: Obj, desired: Obj, *warnings: str) -> Decision:
     """Admit with the JSON patch that turns ``original`` into ``desired``."""
     ops = jsonpatch.make_patch(original, desired).patch
     return Decision(warnings=tuple(warnings), patch=tuple(ops))
+
+
+MAX_WARNING = 120
+"""kube-apiserver and kubectl show warnings of at most this many characters; the server cuts longer ones."""
+_MIN_FIELD = 12
+
+
+def _elide(value: str, length: int) -> str:
+    """``value`` cut to ``length`` characters by replacing its middle with an ellipsis."""
+    if len(value) <= length:
+        return value
+    head = length // 2
+    tail = length - 1 - head
+    return value[:head] + "…" + value[len(value) - tail :]
+
+
+def fit_warning(template: str, **fields: object) -> str:
+    """``template`` formatted so it fits :data:`MAX_WARNING` characters.
+
+    The server cuts an over-long warning at its end, which loses the way out. Instead the
+    longest filled-in value (a name, a reason) is shortened in its middle, so both ends of each
+    name stay readable and the fixed text stays whole. Only names nobody could shorten enough
+    leave a cut text, and then it is cut here, deterministically.
+    """
+    values = {k: str(v) for k, v in fields.items()}
+    text = template.format(**values)
+    while len(text) > MAX_WARNING:
+        longest = max(values, key=lambda k: len(values[k]), default=None)
+        if longest is None or len(values[longest]) <= _MIN_FIELD:
+            return text[: MAX_WARNING - 1] + "…"
+        excess = len(text) - MAX_WARNING
+        values[longest] = _elide(values[longest], max(_MIN_FIELD, len(values[longest]) - excess))
+        text = template.format(**values)
+    return text

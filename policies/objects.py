@@ -75,3 +75,18 @@ def parse_time(value: str | None) -> datetime | None:
 def format_time(value: datetime) -> str:
     """RFC 3339 in UTC with second precision, the metav1.Time wire form."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (str, "a string"),
+    (bool, "a boolean"),  # before int: bool is an int in Python
+    (int, "a number"),
+    (float, "a number"),
+    (list, "an array"),
+    (Mapping, "an object"),
+)
+
+
+def json_type(value: object) -> str:
+    """How a decoded JSON value is named in a message ("a string", "an array", ...)."""
+    return next((name for t, name in _JSON_TYPES if isinstance(value, t)), type(value).__name__)

@@ -25,7 +25,7 @@ import jsonpatch
 import orjson
 
 from policies.config import PolicyConfig
-from policies.decision import Decision, allow, deny
+from policies.decision import MAX_WARNING, Decision, allow, deny
 from policies.families import TABLES
 from policies.identity import is_cluster_cleanup
 from policies.model import AdmissionRequest, GroupKind, Operation, UserInfo
@@ -36,7 +36,6 @@ from webhook.metrics import Metrics
 log = logging.getLogger("catalog_warden.admission")
 
 ADMISSION_V1 = "admission.k8s.io/v1"
-MAX_WARNING = 120
 MAX_WARNINGS = 20
 """kube-apiserver drops warnings beyond 4096 characters in total; 20 x 120 stays under it."""
 

@@ -11,8 +11,9 @@ import pytest
 
 from policies.catalog import WARN_CV_NOT_FOUND, WARN_CV_UNCHECKED, WARN_CV_UNKNOWN
 from policies.catalog_labels import WARN_COMPONENT_LABEL_SKIPPED
-from policies.catalog_refs import MAX_WARNING, WARN_NOT_GRANTED, fit_warning
+from policies.catalog_refs import WARN_NOT_GRANTED
 from policies.catalog_registry import WARN_BINDING_REGISTRY_NOT_FOUND, WARN_TARGET_REGISTRY_NOT_FOUND
+from policies.decision import MAX_WARNING, fit_warning
 from policies.model import Operation
 from tests.policies.test_catalog_support import (
     allowed,
