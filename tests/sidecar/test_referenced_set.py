@@ -275,3 +275,41 @@ async def test_one_registry_that_fails_does_not_stop_reclamation_in_the_others(
         ),
         (registry.hostname, "", [f"{DEMO_REPO}@{pushed['orphan'].digest}", f"{OTHER_REPO}@{pushed['other'].digest}"]),
     ]
+
+
+async def test_a_leader_that_loses_the_lease_mid_reclamation_sends_no_further_delete(
+    registry: RegistryServer, pushed: dict, cache, kube: Kube, counting: Counting
+) -> None:
+    """Losing the Lease cancels the loops a few event-loop turns later; the reclaimer itself must not
+    send another DELETE once the loss is known, since a new leader may already be acting."""
+    from policies.config import PolicyConfig
+    from policies.sidecar_config import SidecarConfig
+    from tests.sidecar.conftest import counting_factory
+    from webhook.sidecar.runner import Sidecar, SidecarSettings
+
+    config = SidecarConfig.model_validate({"referencedSet": {"namespace": WARDEN_NS}, "reclaim": {"safetyAge": "0s"}})
+    sidecar = Sidecar(
+        kube,
+        PolicyConfig(sidecar=config),
+        SidecarSettings(namespace=WARDEN_NS, identity="pod-a"),
+        cache=cache,
+        client_factory=counting_factory(counting),
+    )
+
+    def lease_lost_after_first_delete(request: httpx.Request, response: httpx.Response) -> None:
+        if request.method == "DELETE":
+            sidecar._stopped_leading()
+
+    counting.after = lease_lost_after_first_delete
+    sidecar._started_leading()
+    await sidecar.pass_once(T0)
+    assert [p for m, p in counting.requests if m == "DELETE"] == [
+        f"/v2/{DEMO_REPO}/manifests/{pushed['orphan'].digest}"
+    ]
+    with registry.http() as http:
+        assert http.get(f"/v2/{OTHER_REPO}/tags/list").json()["tags"] == ["3.0.0"]
+
+    counting.clear()
+    await sidecar.pass_once(T0 + timedelta(minutes=5))  # a follower's pass (were one to run) removes nothing
+    assert [m for m, _ in counting.requests if m == "DELETE"] == []
+    await sidecar.clients.aclose()

@@ -49,9 +49,13 @@ EVENT_REASON_DRY_RUN = "ArtifactsReclaimDryRun"
 MSG_EVENT = "{verb} {count} artifact(s) not in referenced set generation {generation}: {what}"
 MSG_PARTIAL = "listing of {registry} incomplete ({why}); nothing is reclaimed"
 MSG_FAILED = "reclamation of {registry} failed ({error}); nothing more is removed there this pass"
+MSG_NOT_LEADING = "this replica no longer holds the Lease; nothing more is removed"
 
 EventSink = Callable[[Obj, str, str], None]
 """``(involved object, reason, message)``: emits an Event (``Writer.emit_event``); blocking."""
+
+MayAct = Callable[[], bool]
+"""Asked before each removal: whether this process may still act (the runner's "holding the Lease")."""
 
 
 @dataclass
@@ -79,8 +83,11 @@ class Reclaimer:
         config: ReclaimConfig,
         emit_event: EventSink | None = None,
         metrics: SidecarMetrics | None = None,
+        may_act: MayAct = lambda: True,
     ) -> None:
         self.view = view
+        self.may_act = may_act
+        """Losing the Lease cancels the pass a few event-loop turns later; this stops removals at once."""
         self.clients = clients
         self.config = config
         self.emit_event = emit_event
@@ -122,6 +129,8 @@ class Reclaimer:
     ) -> RegistryReport:
         host = str(dig(registry, "spec", "hostname", default="")).strip().rstrip("/")
         report = RegistryReport(host, mode)
+        if not self.may_act():
+            return self._refused(report, MSG_NOT_LEADING, "not-leading")
         if isinstance(referenced, IncompleteSet):
             # plan() refuses too; asking first would cost a full listing for nothing
             report.plan = plan(referenced, host, {}, mode, self.config.safetyAge, self.config.perPassCap, now)
@@ -191,6 +200,12 @@ class Reclaimer:
                 report.removed.append(what)
                 self.metrics.reclaim_actions.labels(report.registry, mode, "dry_run").inc()
                 continue
+            if not self.may_act():
+                report.refused = MSG_NOT_LEADING
+                log.warning(
+                    "reclamation stopped", extra={"fields": {"registry": report.registry, "why": MSG_NOT_LEADING}}
+                )
+                break
             try:
                 report.requests += 1
                 if action.kind is ActionKind.DELETE_DIGEST:

@@ -89,7 +89,10 @@ class Sidecar:
             self.cache, self.writer, self.clients, self.config.availability, self.metrics
         )
         self.publisher = ReferencedSetPublisher(self.cache, kube, self.config.referencedSet, self.metrics)
-        self.reclaimer = Reclaimer(self.cache, self.clients, self.config.reclaim, self._emit_event, self.metrics)
+        self.leading = asyncio.Event()
+        self.reclaimer = Reclaimer(
+            self.cache, self.clients, self.config.reclaim, self._emit_event, self.metrics, may_act=self.leading.is_set
+        )
         self.server = uvicorn.Server(
             uvicorn.Config(
                 events_app(self.cache, self.availability.request_recheck, self.metrics),
@@ -100,7 +103,6 @@ class Sidecar:
                 lifespan="off",
             )
         )
-        self.leading = asyncio.Event()
         self._lost = asyncio.Event()
 
     # ---- one pass (tests call this directly) --------------------------------------------------
