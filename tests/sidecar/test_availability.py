@@ -386,3 +386,27 @@ async def test_credentials_that_cannot_be_read_leave_entries_unchanged_and_the_p
     assert sorted(report.errors) == [f"{NS}/a", f"{NS}/b", f"{NS}/c"]
     assert report.errors[f"{NS}/a"] == "ApiError: 0 Unreachable: connection refused"
     assert counting.requests == [] and writes.of() == []
+
+
+async def test_a_finalizer_protected_entry_turns_red_and_stays_put_with_its_artifact_kept(
+    registry: RegistryServer, world: World, catalog: dict, cache, kube: Kube, clients: RegistryClients, writes: Writes
+) -> None:
+    from policies.referenced_set import ReferencedSet, compute
+
+    protection = "solar.opendefense.cloud/componentversion-ref"
+    world.admin.patch(COMPONENT_VERSION, "a", NS, {"metadata": {"finalizers": [protection]}})
+    world.settle()
+    with registry.http() as http:
+        assert http.delete(f"/v2/{DESCRIPTORS}/example.com/demo/manifests/{catalog['a'].digest}").status_code == 202
+    writes.clear()
+    loop = loop_for(cache, kube, clients, misses=2, grace="0s")
+    for minute in range(4):
+        await loop.run_once(T0 + timedelta(minutes=minute))
+        world.settle()
+    cv = world.get("a")
+    assert (condition(cv, "Available")["status"], condition(cv, "Available")["reason"]) == ("False", "ArtifactMissing")
+    assert cv["metadata"]["finalizers"] == [protection] and "deletionTimestamp" not in cv["metadata"]
+    assert {w[0] for w in writes.of()} == {"patch"} and {w[3] for w in writes.of()} <= {"", "status"}
+    referenced = compute(cache, 1, T0 + timedelta(minutes=4))
+    assert isinstance(referenced, ReferencedSet)
+    assert "1.0.0" in referenced.keep(registry.hostname, f"{DESCRIPTORS}/example.com/demo").tags
