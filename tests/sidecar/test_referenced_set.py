@@ -119,7 +119,9 @@ async def test_unchanged_set_is_not_republished_and_a_change_bumps_the_generatio
     pub = publisher(cache, kube)
     assert (await pub.publish(T0)).result is Publication.PUBLISHED
     writes.clear()
-    assert (await pub.publish(T0 + timedelta(minutes=5))).result is Publication.UNCHANGED
+    unchanged = await pub.publish(T0 + timedelta(minutes=5))
+    assert unchanged.result is Publication.UNCHANGED
+    assert unchanged.referenced.generation == 1, "reclamation and its Events name the generation that is published"
     assert writes.of() == []
     world.version("orphan", "example-com-demo", "0.9.0")
     world.settle()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -85,7 +85,8 @@ class ReferencedSetPublisher:
             log.warning("referenced set incomplete, nothing published", extra={"fields": {"why": computed.summary()}})
             return self._done(Publication.INCOMPLETE, computed)
         if last is not None and computed.same_content(last):
-            return self._done(Publication.UNCHANGED, computed)
+            # what stands is the published generation; N+1 exists nowhere but in this process
+            return self._done(Publication.UNCHANGED, replace(computed, generation=last.generation))
         try:
             self._write(current, computed)
         except Conflict:
