@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
+from policies.conversion.carry import json_type
 from policies.decision import Decision, allow, deny, invalid, mutate
 from policies.identity import is_cluster_cleanup
 from policies.kinds import PACKAGE_REVISION, PACKAGES_KINDS, PORCH_CONFIG, REPOSITORY
@@ -147,6 +148,91 @@ def _revisions_by_upstream(revision: Obj) -> Iterable[str]:
 
 
 INDEXES = {PACKAGE_REVISION: {REVISIONS_BY_UPSTREAM: _revisions_by_upstream}}
+
+# --- every operation: the shape of the object -----------------------------------------------------
+
+Checker = Callable[[Any], bool]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, list)
+
+
+EXPECTED: Mapping[Checker, str] = {
+    _is_object: "an object",
+    _is_list: "a list",
+    _is_str: "a string",
+    _is_number: "a number",
+}
+"""What each shape check expects, as messages print it."""
+
+SHAPES: tuple[tuple[tuple[str, ...], Checker, Checker | None], ...] = (
+    (("metadata",), _is_object, None),
+    (("metadata", "labels"), _is_object, _is_str),
+    (("metadata", "annotations"), _is_object, _is_str),
+    (("metadata", "finalizers"), _is_list, _is_str),
+    (("metadata", "ownerReferences"), _is_list, _is_object),
+    (("spec",), _is_object, None),
+    (("spec", "lifecycle"), _is_str, None),
+    (("spec", "repository"), _is_str, None),
+    (("spec", "packageName"), _is_str, None),
+    (("spec", "workspaceName"), _is_str, None),
+    (("spec", "source"), _is_object, None),
+    (("spec", "tasks"), _is_list, _is_object),
+    (("spec", "revision"), _is_number, None),
+)
+"""(path, check of the value, check of each member or item): the fields the rules read. A null
+value is an absent field (the apiserver prunes nulls the schema does not allow)."""
+
+MSG_SHAPE = "{field} must be {expected}, not {found}"
+MSG_SHAPE_STORED = "the stored object: {problem}"
+
+
+def shape_problem(obj: Obj | None) -> str | None:
+    """The first field the rules read that has the wrong JSON type, as a message; None if none."""
+    for path, check, member in SHAPES:
+        parent = dig(obj, *path[:-1]) if len(path) > 1 else obj
+        value = parent.get(path[-1]) if isinstance(parent, Mapping) else None
+        if value is None:
+            continue
+        field = ".".join(path)
+        if not check(value):
+            return MSG_SHAPE.format(field=field, expected=EXPECTED[check], found=json_type(value))
+        if member is None:
+            continue
+        items = value.items() if isinstance(value, Mapping) else ((f"[{i}]", v) for i, v in enumerate(value))
+        for key, item in items:
+            if not member(item):
+                at = f"{field}{key}" if key.startswith("[") else f"{field}.{key}"
+                return MSG_SHAPE.format(field=at, expected=EXPECTED[member], found=json_type(item))
+    return None
+
+
+def revision_shape(req: AdmissionRequest, ctx: Context) -> Decision:
+    """A field of the wrong type is a 422 naming it, before any other rule reads it.
+
+    Registered first on both paths: the mutating webhook runs before the apiserver checks the
+    CRD schema, so ``spec: "x"`` reaches it, and the rules after this one may rely on the shapes
+    in :data:`SHAPES`.
+    """
+    problem = shape_problem(req.object)
+    if problem is None:
+        stored = shape_problem(req.old_object)
+        problem = MSG_SHAPE_STORED.format(problem=stored) if stored else None
+    return invalid(problem) if problem else allow()
+
 
 # --- CREATE and UPDATE: the lifecycle ------------------------------------------------------------
 
@@ -413,8 +499,16 @@ def _owner_references(revision: dict[str, Any], ctx: Context) -> str | None:
     if controller is not None:
         owner = f"{controller.get('kind')}/{controller.get('name')}"
         return WARN_OTHER_CONTROLLER.format(owner=owner, repo=repository_ref(revision))
-    revision["metadata"]["ownerReferences"] = [*others, desired]
+    _container(revision, "metadata")["ownerReferences"] = [*others, desired]
     return None
+
+
+def _container(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """``parent[key]``, created when absent or null (``revision_shape`` refused any other type)."""
+    if parent.get(key) is None:
+        parent[key] = {}
+    child: dict[str, Any] = parent[key]
+    return child
 
 
 def revision_defaults(req: AdmissionRequest, ctx: Context) -> Decision:
@@ -424,13 +518,13 @@ def revision_defaults(req: AdmissionRequest, ctx: Context) -> Decision:
     """
     original = req.object or {}
     desired: dict[str, Any] = copy.deepcopy(dict(original))
-    spec = desired.setdefault("spec", {})
+    spec = _container(desired, "spec")
     if not spec.get("lifecycle"):
         spec["lifecycle"] = Lifecycle.DRAFT.value
-    meta = desired.setdefault("metadata", {})
+    meta = _container(desired, "metadata")
     if FINALIZER not in finalizers_of(desired):
         meta["finalizers"] = [*finalizers_of(desired), FINALIZER]
-    meta.setdefault("labels", {}).setdefault(latest_label_key(req.version), "false")
+    _container(meta, "labels").setdefault(latest_label_key(req.version), "false")
     warning = _owner_references(desired, ctx)
     return mutate(original, desired, *([warning] if warning else []))
 
@@ -444,7 +538,7 @@ def revision_publish_stamp(req: AdmissionRequest, ctx: Context) -> Decision:
     if not _is_publish(req) or all(k in annotations_of(original) for k in PUBLISH_RECORD):
         return allow()
     desired: dict[str, Any] = copy.deepcopy(dict(original))
-    annotations = desired.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations = _container(_container(desired, "metadata"), "annotations")
     annotations.setdefault(PUBLISHED_BY, req.user.username)
     annotations.setdefault(PUBLISHED_AT, format_time(ctx.now))
     return mutate(original, desired)
@@ -456,8 +550,10 @@ CREATE_UPDATE = frozenset({Operation.CREATE, Operation.UPDATE})
 UPDATE = frozenset({Operation.UPDATE})
 DELETE = frozenset({Operation.DELETE})
 CREATE = frozenset({Operation.CREATE})
+ALL = frozenset({Operation.CREATE, Operation.UPDATE, Operation.DELETE})
 
 RULES = (
+    Rule("packages.revision-shape", PACKAGE_REVISION, ALL, revision_shape, needs_view=False),
     Rule("packages.revision-lifecycle", PACKAGE_REVISION, CREATE_UPDATE, revision_lifecycle, needs_view=False),
     Rule("packages.revision-immutable", PACKAGE_REVISION, UPDATE, revision_immutable, needs_view=False),
     Rule("packages.revision-latest-label", PACKAGE_REVISION, CREATE_UPDATE, revision_latest_label, needs_view=False),
@@ -466,6 +562,7 @@ RULES = (
     ),
     Rule("packages.revision-delete-published", PACKAGE_REVISION, DELETE, revision_delete_published),
     Rule("packages.revision-delete-upstream", PACKAGE_REVISION, DELETE, revision_delete_upstream),
+    Rule("packages.revision-shape", PACKAGE_REVISION, CREATE_UPDATE, revision_shape, mutating=True, needs_view=False),
     Rule("packages.revision-defaults", PACKAGE_REVISION, CREATE, revision_defaults, mutating=True),
     Rule(
         "packages.revision-publish-stamp",
