@@ -323,6 +323,40 @@ def revision_immutable(req: AdmissionRequest, ctx: Context) -> Decision:
     return allow()
 
 
+# --- CREATE and UPDATE: the revision number ------------------------------------------------------
+
+REVISION_FIELDS: Mapping[str, tuple[str, ...]] = {"v1alpha1": ("spec", "revision")}
+"""Where a main-resource request can write the revision number, by request version.
+
+v1alpha1 holds it in ``spec.revision``, which the conversion stores as v1alpha2
+``status.revision``: a plain v1alpha1 update would write status past the status subresource
+(and its RBAC). On v1alpha2 the apiserver resets ``status`` on main-resource writes itself."""
+
+MSG_REVISION_CREATE = (
+    "spec.revision {value} is assigned by the package controllers on publish (stored as v1alpha2 status.revision); "
+    "omit it or set it to 0"
+)
+MSG_REVISION_UPDATE = (
+    "spec.revision is assigned by the package controllers on publish (stored as v1alpha2 status.revision) "
+    "and cannot be changed ({old} to {new})"
+)
+
+
+def revision_number(req: AdmissionRequest, ctx: Context) -> Decision:
+    """Users cannot choose the revision number: 0 (or absent) until the controllers assign it.
+
+    The warden and package controllers are exempt (discovered revisions carry their number).
+    """
+    path = REVISION_FIELDS.get(req.version)
+    if path is None or _privileged(req.user, ctx):
+        return allow()
+    new = dig(req.object, *path, default=0)
+    if req.operation is Operation.CREATE:
+        return allow() if new == 0 else deny(MSG_REVISION_CREATE.format(value=new))
+    old = dig(req.old_object, *path, default=0)
+    return allow() if new == old else deny(MSG_REVISION_UPDATE.format(old=old, new=new))
+
+
 # --- CREATE and UPDATE: the latest-revision label -------------------------------------------------
 
 MSG_LABEL_CREATE = (
@@ -556,6 +590,7 @@ RULES = (
     Rule("packages.revision-shape", PACKAGE_REVISION, ALL, revision_shape, needs_view=False),
     Rule("packages.revision-lifecycle", PACKAGE_REVISION, CREATE_UPDATE, revision_lifecycle, needs_view=False),
     Rule("packages.revision-immutable", PACKAGE_REVISION, UPDATE, revision_immutable, needs_view=False),
+    Rule("packages.revision-number", PACKAGE_REVISION, CREATE_UPDATE, revision_number, needs_view=False),
     Rule("packages.revision-latest-label", PACKAGE_REVISION, CREATE_UPDATE, revision_latest_label, needs_view=False),
     Rule(
         "packages.revision-publish-record", PACKAGE_REVISION, CREATE_UPDATE, revision_publish_record, needs_view=False

@@ -219,3 +219,84 @@ def test_publish_record(case: str, old, new: str, annotations, user, message: st
 def test_the_publish_record_may_be_left_absent() -> None:
     """The mutating webhook fails open; a publish without the record must still pass."""
     assert validate(request(Operation.UPDATE, revision("Published"), revision("Proposed")), context()) is None
+
+
+# --- the revision number (v1alpha1 spec.revision, stored as v1alpha2 status.revision) ------------
+
+REV_CREATE_MSG = (
+    "spec.revision {} is assigned by the package controllers on publish (stored as v1alpha2 status.revision); "
+    "omit it or set it to 0"
+)
+REV_UPDATE_MSG = (
+    "spec.revision is assigned by the package controllers on publish (stored as v1alpha2 status.revision) "
+    "and cannot be changed ({} to {})"
+)
+
+REVISION_CREATE = [
+    (None, ALICE, None),
+    (0, ALICE, None),
+    (3, ALICE, REV_CREATE_MSG.format(3)),
+    (-1, ALICE, REV_CREATE_MSG.format(-1)),
+    (3, ADMIN, REV_CREATE_MSG.format(3)),
+    (3, CONTROLLER, None),
+    (3, WARDEN, None),
+]
+
+
+@pytest.mark.parametrize(("value", "user", "message"), REVISION_CREATE)
+@pytest.mark.parametrize("lifecycle", ["Draft", "Proposed"])
+def test_revision_number_on_create(value: int | None, user, message: str | None, lifecycle: str) -> None:
+    obj = revision(lifecycle, version="v1alpha1", revision=value)
+    result = validate(request(Operation.CREATE, obj, user=user, version="v1alpha1"), context())
+    if message is None:
+        assert result is None
+    else:
+        name, decision = result
+        assert (name, decision.code, decision.reason, decision.message) == (
+            "packages.revision-number",
+            403,
+            "Forbidden",
+            message,
+        )
+
+
+REVISION_UPDATE = [
+    ("Draft", None, None, ALICE, None),
+    ("Draft", None, 0, ALICE, None),
+    ("Draft", 0, None, ALICE, None),
+    ("Proposed", 2, 2, ALICE, None),
+    ("Draft", None, 7, ALICE, REV_UPDATE_MSG.format(0, 7)),
+    ("Proposed", 0, 7, ALICE, REV_UPDATE_MSG.format(0, 7)),
+    ("Proposed", 2, None, ALICE, REV_UPDATE_MSG.format(2, 0)),
+    ("Proposed", 0, 7, ADMIN, REV_UPDATE_MSG.format(0, 7)),
+    ("Proposed", 0, 7, CONTROLLER, None),
+    ("Proposed", 0, 7, WARDEN, None),
+]
+
+
+@pytest.mark.parametrize(("lifecycle", "old", "new", "user", "message"), REVISION_UPDATE)
+def test_revision_number_on_update(lifecycle: str, old: int | None, new: int | None, user, message: str | None) -> None:
+    """A plain v1alpha1 update would otherwise write status.revision past the status subresource."""
+    before = revision(lifecycle, version="v1alpha1", revision=old)
+    after = revision(lifecycle, version="v1alpha1", revision=new)
+    result = validate(request(Operation.UPDATE, after, before, user=user, version="v1alpha1"), context())
+    if message is None:
+        assert result is None
+    else:
+        name, decision = result
+        assert (name, decision.code, decision.message) == ("packages.revision-number", 403, message)
+
+
+def test_a_published_revision_number_is_part_of_the_frozen_spec() -> None:
+    before = revision("Published", version="v1alpha1", revision=2)
+    after = revision("Published", version="v1alpha1", revision=9)
+    name, decision = validate(request(Operation.UPDATE, after, before, version="v1alpha1"), context())
+    assert (name, decision.code) == ("packages.revision-immutable", 422)
+    assert "(changed: spec.revision)" in decision.message
+
+
+def test_v1alpha2_requests_carry_no_revision_in_spec() -> None:
+    """status.revision on v1alpha2 is only written through the status subresource (not checked here)."""
+    before = revision("Proposed")
+    after = changed(before, "status", "revision", value=4)
+    assert validate(request(Operation.UPDATE, after, before), context()) is None
