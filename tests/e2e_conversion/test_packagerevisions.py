@@ -7,7 +7,11 @@ annotation through writes in the other version.
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
 
 from policies.model import GroupKind
 from policies.packages import LATEST_LABEL_V1ALPHA1, LATEST_LABEL_V1ALPHA2
@@ -181,3 +185,24 @@ def test_a_v1alpha1_watch_sees_v1alpha2_writes_in_v1alpha1(cluster: Cluster, ns:
     assert event["object"]["spec"]["lifecycle"] == "Proposed"
     assert event["object"]["spec"]["tasks"] == [{"type": "init", "init": INIT}]
     assert event["object"]["metadata"]["labels"] == {"app": "web", LATEST_LABEL_V1ALPHA1: "false"}
+
+
+def test_a_plain_v1alpha1_update_cannot_write_the_revision_number(cluster: Cluster, ns: str) -> None:
+    """spec.revision is stored as status.revision: without packages.revision-number a user's plain
+    v1alpha1 patch would write status past the status subresource."""
+    with_repository(cluster, ns)
+    revisions, warden = cluster.revisions(), cluster.served(PACKAGE_REVISION, WARDEN)
+    revisions.create(v1alpha1("web-v1", ns))
+
+    with pytest.raises(ApiException) as refused:
+        revisions.patch("v1alpha1", "web-v1", {"spec": {"revision": 7}}, ns)
+    assert refused.value.status == 403
+    assert json.loads(refused.value.body)["message"] == (
+        'admission webhook "packages.validate.catalog-warden.io" denied the request: '
+        f"PackageRevision {ns}/web-v1 denied by packages.revision-number: spec.revision is assigned by the package "
+        "controllers on publish (stored as v1alpha2 status.revision) and cannot be changed (0 to 7)"
+    )
+    assert "revision" not in cluster.stored(PACKAGE_REVISION, "web-v1", ns).get("status", {})
+
+    warden.patch("v1alpha1", "web-v1", {"spec": {"revision": 7}}, ns)
+    assert cluster.stored(PACKAGE_REVISION, "web-v1", ns)["status"]["revision"] == 7
