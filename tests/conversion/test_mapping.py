@@ -203,3 +203,27 @@ def test_tampered_payload_is_named() -> None:
     with pytest.raises(ConversionError) as raised:
         convert(obj, "v1alpha2")
     assert str(raised.value) == f"annotation {CONVERSION_DATA}: created must be a list, not a string"
+
+
+# --- bodies the mapping cannot express without losing a key -------------------------------------
+
+BOTH_UPGRADE_KEYS = {"localPackageRevisionRef": {"name": "a"}, "currentPackage": {"name": "b"}}
+
+
+def test_a_v1alpha1_upgrade_body_holding_both_names_travels_whole() -> None:
+    """Renaming localPackageRevisionRef onto a currentPackage already there would drop one of them."""
+    tasks = [{"type": "upgrade", "upgrade": BOTH_UPGRADE_KEYS}]
+    obj = package_revision("v1alpha1", spec={"tasks": tasks})
+    out = convert(obj, "v1alpha2")
+    assert "source" not in out["spec"]
+    assert carried(out) == {"from": "v1alpha1", "tasks": tasks, "created": ["metadata.annotations"]}
+    assert convert(out, "v1alpha1") == obj
+
+
+def test_a_v1alpha2_upgrade_source_holding_both_names_travels_whole() -> None:
+    source = {"upgrade": BOTH_UPGRADE_KEYS}
+    obj = package_revision("v1alpha2", spec={"source": source})
+    out = convert(obj, "v1alpha1")
+    assert "tasks" not in out["spec"]
+    assert carried(out) == {"from": "v1alpha2", "source": source, "created": ["metadata.annotations"]}
+    assert convert(out, "v1alpha2") == obj
