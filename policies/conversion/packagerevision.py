@@ -121,7 +121,8 @@ def _tasks_to_source(draft: Draft, back: Mapping[str, Any], carried: dict[str, A
     travels whole, and v1alpha2 then has no source.
     """
     tasks = draft.pop("spec", "tasks")
-    whole_source = payload_field(back, "source", dict, MISSING)
+    # Any JSON value: _source_to_tasks carries whatever source no task can express, objects or not.
+    whole_source = back.get("source", MISSING)
     if whole_source is not MISSING:
         draft.put(("spec", "source"), whole_source)
     if tasks is MISSING:

@@ -227,3 +227,12 @@ def test_a_v1alpha2_upgrade_source_holding_both_names_travels_whole() -> None:
     assert "tasks" not in out["spec"]
     assert carried(out) == {"from": "v1alpha2", "source": source, "created": ["metadata.annotations"]}
     assert convert(out, "v1alpha2") == obj
+
+
+@pytest.mark.parametrize("source", ["init", ["init"], True, 3], ids=["string", "list", "boolean", "number"])
+def test_a_source_that_is_not_an_object_comes_back_as_it_was(source: Any) -> None:
+    """Carried whole on the way to v1alpha1, so the way back must accept it (it was refused)."""
+    obj = package_revision("v1alpha2", spec={"packageName": "nginx", "source": source})
+    out = convert(obj, "v1alpha1")
+    assert carried(out)["source"] == source
+    assert convert(out, "v1alpha2") == obj
