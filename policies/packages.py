@@ -123,10 +123,12 @@ UPSTREAM_PATHS: tuple[tuple[str, ...], ...] = (
 """Where a v1alpha2 revision names another revision of its namespace as its upstream."""
 
 UPSTREAM_TASK_PATHS: tuple[tuple[str, ...], ...] = (
-    ("clone", "upstreamRef", "name"),
+    ("clone", "upstreamRef", "upstreamRef", "name"),
     ("edit", "sourceRef", "name"),
 )
-"""The same in v1alpha1 ``spec.tasks[]`` (clone from a registered package, edit = copy)."""
+"""The same in v1alpha1 ``spec.tasks[]`` (clone from a registered package, edit = copy). A clone's
+``upstreamRef`` is porch's UpstreamPackage ``{type, git, upstreamRef}`` (it becomes v1alpha2
+``spec.source.cloneFrom``), so the revision it names is one level further down."""
 
 
 def upstream_names(revision: Obj) -> Iterable[str]:

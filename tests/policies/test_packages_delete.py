@@ -91,9 +91,10 @@ REFERRERS = [
     ("copyFrom", downstream("blueprints.nginx.v2", {"copyFrom": {"name": UPSTREAM}})),
     ("cloneFrom", downstream("deploy.nginx.edge", {"cloneFrom": {"upstreamRef": {"name": UPSTREAM}}})),
     ("clone.cloneFrom", downstream("deploy.nginx.core", {"clone": {"cloneFrom": {"upstreamRef": {"name": UPSTREAM}}}})),
+    # clone.upstreamRef is porch's UpstreamPackage {type, git, upstreamRef}: the revision is one level down.
     ("v1alpha1 clone task", changed(
         downstream("deploy.nginx.lab", version="v1alpha1"),
-        "spec", "tasks", value=[{"type": "clone", "clone": {"upstreamRef": {"name": UPSTREAM}}}])),
+        "spec", "tasks", value=[{"type": "clone", "clone": {"upstreamRef": {"upstreamRef": {"name": UPSTREAM}}}}])),
     ("v1alpha1 edit task", changed(
         downstream("blueprints.nginx.v3", version="v1alpha1"),
         "spec", "tasks", value=[{"type": "edit", "edit": {"sourceRef": {"name": UPSTREAM}}}])),
