@@ -93,8 +93,15 @@ task_bodies = {
     "init": with_extras(optional(subpackage=names, description=st.text(), keywords=st.lists(names), site=names)),
     "clone": with_extras(optional(upstreamRef=upstream, strategy=names)),
     "edit": with_extras(optional(sourceRef=ref)),
+    # currentPackage is the v1alpha2 name of localPackageRevisionRef: a body with both cannot be renamed.
     "upgrade": with_extras(
-        optional(oldUpstream=ref, newUpstream=ref, localPackageRevisionRef=ref, strategy=st.just("resource-merge"))
+        optional(
+            oldUpstream=ref,
+            newUpstream=ref,
+            localPackageRevisionRef=ref,
+            currentPackage=ref,
+            strategy=st.just("resource-merge"),
+        )
     ),
     "render": optional(),
     "eval": with_extras(optional(image=names)),
@@ -126,7 +133,9 @@ v2_source_members = {
     "init": task_bodies["init"],
     "cloneFrom": upstream,
     "copyFrom": ref,
-    "upgrade": with_extras(optional(oldUpstream=ref, newUpstream=ref, currentPackage=ref, strategy=names)),
+    "upgrade": with_extras(
+        optional(oldUpstream=ref, newUpstream=ref, currentPackage=ref, localPackageRevisionRef=ref, strategy=names)
+    ),
 }
 v2_sources = st.one_of(
     st.sampled_from(sorted(v2_source_members)).flatmap(lambda k: v2_source_members[k].map(lambda v: {k: v})),
@@ -134,6 +143,8 @@ v2_sources = st.one_of(
     st.fixed_dictionaries({"init": task_bodies["init"], "copyFrom": ref}),
     st.fixed_dictionaries({"copyFrom": ref}).flatmap(lambda s: extras.map(lambda e: {**e, **s})),
     st.fixed_dictionaries({"init": scalars}),
+    scalars,
+    st.lists(scalars, max_size=2),
 )
 readiness = repeated(with_extras(optional(conditionType=names)), small=2)
 common_spec = {
