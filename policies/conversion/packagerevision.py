@@ -182,7 +182,7 @@ def _task_mapping(task: Any) -> TaskSource | None:
     body = task.get(mapping.task_type)
     if not isinstance(body, Mapping) or (mapping.inner is not None and mapping.inner not in body):
         return None
-    return None if _renames_collide(body, mapping.renames) else mapping
+    return None if _holds_a_target_name(body, mapping.renames) else mapping
 
 
 def _source_mapping(source: Any) -> TaskSource | None:
@@ -193,12 +193,14 @@ def _source_mapping(source: Any) -> TaskSource | None:
     mapping = _BY_SOURCE_KEY.get(key)
     if mapping is None or (mapping.inner is None and not isinstance(source[key], Mapping)):
         return None
-    return None if mapping.inner is None and _renames_collide(source[key], mapping.renames) else mapping
+    backwards = tuple((new, old) for old, new in mapping.renames)
+    return None if mapping.inner is None and _holds_a_target_name(source[key], backwards) else mapping
 
 
-def _renames_collide(body: Mapping[str, Any], renames: tuple[tuple[str, str], ...]) -> bool:
-    """True when a body holds both names of a rename: renaming would drop one, so it travels whole."""
-    return any(old in body and new in body for old, new in renames)
+def _holds_a_target_name(body: Mapping[str, Any], renames: tuple[tuple[str, str], ...]) -> bool:
+    """True when a body already holds a name a rename writes: it would be overwritten, or renamed
+    back into the other name on the return trip, so such a body travels whole instead."""
+    return any(new in body for _, new in renames)
 
 
 def _renamed(body: Mapping[str, Any], renames: tuple[tuple[str, str], ...]) -> dict[str, Any]:

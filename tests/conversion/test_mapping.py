@@ -220,6 +220,21 @@ def test_a_v1alpha1_upgrade_body_holding_both_names_travels_whole() -> None:
     assert convert(out, "v1alpha1") == obj
 
 
+@pytest.mark.parametrize(
+    ("version", "body"),
+    [("v1alpha1", {"currentPackage": {"name": "b"}}), ("v1alpha2", {"localPackageRevisionRef": {"name": "a"}})],
+    ids=["v1alpha1 body with the v1alpha2 name", "v1alpha2 body with the v1alpha1 name"],
+)
+def test_an_upgrade_body_holding_only_the_other_versions_name_comes_back_as_it_was(
+    version: str, body: dict[str, Any]
+) -> None:
+    """Renamed back on the return trip, the name would change: the body travels whole."""
+    spec = {"tasks": [{"type": "upgrade", "upgrade": body}]} if version == "v1alpha1" else {"source": {"upgrade": body}}
+    obj = package_revision(version, spec=spec)
+    other = "v1alpha2" if version == "v1alpha1" else "v1alpha1"
+    assert convert(convert(obj, other), version) == obj
+
+
 def test_a_v1alpha2_upgrade_source_holding_both_names_travels_whole() -> None:
     source = {"upgrade": BOTH_UPGRADE_KEYS}
     obj = package_revision("v1alpha2", spec={"source": source})
