@@ -77,16 +77,28 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-_JSON_TYPES: tuple[tuple[type, str], ...] = (
-    (str, "a string"),
-    (bool, "a boolean"),  # before int: bool is an int in Python
-    (int, "a number"),
-    (float, "a number"),
-    (list, "an array"),
-    (Mapping, "an object"),
-)
+_JSON_TYPES: dict[type, str] = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
 
 
 def json_type(value: object) -> str:
-    """How a decoded JSON value is named in a message ("a string", "an array", ...)."""
-    return next((name for t, name in _JSON_TYPES if isinstance(value, t)), type(value).__name__)
+    """How a decoded JSON value is named in a message ("a string", "an array", ...).
+
+    The words are the API's own (OpenAPI types), so our messages read like the apiserver's.
+    Exact types first (the conversion hot path); mappings and other containers by their kind.
+    """
+    name = _JSON_TYPES.get(type(value))
+    if name is not None:
+        return name
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return type(value).__name__

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
-from policies.conversion.carry import json_type
 from policies.decision import Decision, allow, deny, invalid, mutate
 from policies.identity import is_cluster_cleanup
 from policies.kinds import PACKAGE_REVISION, PACKAGES_KINDS, PORCH_CONFIG, REPOSITORY
@@ -28,6 +27,7 @@ from policies.objects import (
     finalizers_of,
     format_time,
     is_terminating,
+    json_type,
     labels_of,
     name_of,
     namespace_of,
@@ -174,7 +174,7 @@ def _is_list(value: Any) -> bool:
 
 EXPECTED: Mapping[Checker, str] = {
     _is_object: "an object",
-    _is_list: "a list",
+    _is_list: "an array",
     _is_str: "a string",
     _is_number: "a number",
 }

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from policies.conversion import CONVERTERS, ConversionError
-from policies.conversion.carry import json_type
+from policies.objects import json_type
 
 API_VERSION: Final = "apiextensions.k8s.io/v1"
 KIND: Final = "ConversionReview"
@@ -28,7 +28,7 @@ NO_REQUEST = "ConversionReview has no request object"
 NO_UID = "ConversionReview request has no uid"
 NO_DESIRED_VERSION = "ConversionReview request has no desiredAPIVersion"
 BAD_DESIRED_VERSION = "ConversionReview request.desiredAPIVersion {version!r} is not group/version"
-OBJECTS_NOT_A_LIST = "ConversionReview request.objects must be a list"
+OBJECTS_NOT_A_LIST = "ConversionReview request.objects must be an array"
 
 FAILED = "objects[{index}] ({subject}): {reason}"
 """Per-object failure, as ``result.message``: the index, the object, then the reason."""

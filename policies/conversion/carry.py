@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from policies.conversion.contract import ConversionError
+from policies.objects import json_type
 
 CONVERSION_DATA: Final = "catalog-warden.io/conversion-data"
 
@@ -33,22 +34,6 @@ Path = tuple[str, ...]
 
 NOT_AN_OBJECT = "{path} must be an object, not {found}"
 BAD_PAYLOAD_FIELD = f"annotation {CONVERSION_DATA}: {{key}} must be {{expected}}, not {{found}}"
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type, as messages print it."""
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-_JSON_TYPES: dict[type, str] = {
-    dict: "an object",
-    list: "a list",
-    str: "a string",
-    int: "a number",
-    float: "a number",
-    bool: "a boolean",
-    type(None): "null",
-}
 
 
 class Draft:

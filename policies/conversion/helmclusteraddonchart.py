@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from policies.conversion.carry import MISSING, Draft, json_type, payload_field
+from policies.conversion.carry import MISSING, Draft, payload_field
 from policies.conversion.contract import ConversionError, Converter, ConverterKey
 from policies.kinds import DECKHOUSE_HELM
+from policies.objects import json_type
 
 KIND: Final = "HelmClusterAddonChart"
 V1ALPHA1: Final = "v1alpha1"
@@ -33,7 +34,7 @@ VERDICT_FIELDS: Final[tuple[str, ...]] = ("mediaType", "unavailableReason", "una
 V1ALPHA1_ONLY_FIELDS: Final[tuple[str, ...]] = ("pulled",)
 """v1alpha1 entry fields v1alpha2 has no place for."""
 
-NOT_A_LIST = "status.versions must be a list, not {found}"
+NOT_A_LIST = "status.versions must be an array, not {found}"
 NOT_AN_ENTRY = "status.versions[{index}] must be an object, not {found}"
 
 

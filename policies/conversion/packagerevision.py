@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from policies.conversion.carry import MISSING, Draft, Path, json_type, payload_field
+from policies.conversion.carry import MISSING, Draft, Path, payload_field
 from policies.conversion.contract import ConversionError, Converter, ConverterKey
 from policies.kinds import PORCH
+from policies.objects import json_type
 
 KIND: Final = "PackageRevision"
 V1ALPHA1: Final = "v1alpha1"
@@ -68,7 +69,7 @@ TASK_SOURCES: Final[tuple[TaskSource, ...]] = (
 _BY_TASK_TYPE: Final = {t.task_type: t for t in TASK_SOURCES}
 _BY_SOURCE_KEY: Final = {t.source_key: t for t in TASK_SOURCES}
 
-NOT_A_LIST = "spec.tasks must be a list, not {found}"
+NOT_A_LIST = "spec.tasks must be an array, not {found}"
 
 
 def to_v1alpha2(obj: Mapping[str, Any]) -> dict[str, Any]:

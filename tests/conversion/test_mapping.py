@@ -173,7 +173,7 @@ def test_foreign_annotation_value_survives_the_round_trip() -> None:
 @pytest.mark.parametrize(
     ("obj", "to_version", "message"),
     [
-        (chart("v1alpha2", status={"versions": "1.0.0"}), "v1alpha1", "status.versions must be a list, not a string"),
+        (chart("v1alpha2", status={"versions": "1.0.0"}), "v1alpha1", "status.versions must be an array, not a string"),
         (
             chart("v1alpha1", status={"versions": [{"version": "1"}, 7]}),
             "v1alpha2",
@@ -182,12 +182,12 @@ def test_foreign_annotation_value_survives_the_round_trip() -> None:
         (
             package_revision("v1alpha1", spec={"tasks": {"type": "init"}}),
             "v1alpha2",
-            "spec.tasks must be a list, not an object",
+            "spec.tasks must be an array, not an object",
         ),
         (
             package_revision("v1alpha2", spec=[], status={"revision": 1}),
             "v1alpha1",
-            "spec must be an object, not a list",
+            "spec must be an object, not an array",
         ),
     ],
 )
@@ -202,7 +202,7 @@ def test_tampered_payload_is_named() -> None:
     obj["metadata"]["annotations"] = {CONVERSION_DATA: '{"from":"v1alpha2","created":"status"}'}
     with pytest.raises(ConversionError) as raised:
         convert(obj, "v1alpha2")
-    assert str(raised.value) == f"annotation {CONVERSION_DATA}: created must be a list, not a string"
+    assert str(raised.value) == f"annotation {CONVERSION_DATA}: created must be an array, not a string"
 
 
 # --- bodies the mapping cannot express without losing a key -------------------------------------

@@ -117,7 +117,7 @@ def test_unknown_group_kind_or_version_fails(review: Review, desired: str, obj: 
         (
             package_revision("v1alpha1", name="bad.tasks", spec={"tasks": "init"}),
             "objects[37] (PackageRevision default/bad.tasks porch.kpt.dev/v1alpha1): "
-            "spec.tasks must be a list, not a string",
+            "spec.tasks must be an array, not a string",
         ),
     ],
 )
@@ -174,7 +174,7 @@ def request(**fields: Any) -> dict[str, Any]:
             {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"},
             "expected an apiextensions.k8s.io/v1 ConversionReview, got admission.k8s.io/v1 AdmissionReview",
         ),
-        ([], "expected an apiextensions.k8s.io/v1 ConversionReview, got a list"),
+        ([], "expected an apiextensions.k8s.io/v1 ConversionReview, got an array"),
         (
             {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview"},
             "ConversionReview has no request object",
@@ -183,8 +183,8 @@ def request(**fields: Any) -> dict[str, Any]:
         (request(uid=None), "ConversionReview request has no uid"),
         (request(desiredAPIVersion=None), "ConversionReview request has no desiredAPIVersion"),
         (request(desiredAPIVersion="v1"), "ConversionReview request.desiredAPIVersion 'v1' is not group/version"),
-        (request(objects=None), "ConversionReview request.objects must be a list"),
-        (request(objects={"0": {}}), "ConversionReview request.objects must be a list"),
+        (request(objects=None), "ConversionReview request.objects must be an array"),
+        (request(objects={"0": {}}), "ConversionReview request.objects must be an array"),
     ],
 )
 def test_unusable_envelope_raises(review: Any, message: str) -> None:

@@ -44,27 +44,31 @@ def owned(version: str = "v1alpha2") -> dict[str, Any]:
 # (path, bad value, message) for both versions; the path is written into a well-formed revision.
 MALFORMED: list[tuple[tuple[str | int, ...], Any, str]] = [
     (("spec",), "nginx", "spec must be an object, not a string"),
-    (("spec",), ["nginx"], "spec must be an object, not a list"),
+    (("spec",), ["nginx"], "spec must be an object, not an array"),
     (("spec", "lifecycle"), 3, "spec.lifecycle must be a string, not a number"),
     (("spec", "lifecycle"), {"name": "Draft"}, "spec.lifecycle must be a string, not an object"),
-    (("spec", "repository"), ["blueprints"], "spec.repository must be a string, not a list"),
+    (("spec", "repository"), ["blueprints"], "spec.repository must be a string, not an array"),
     (("spec", "packageName"), {"name": "nginx"}, "spec.packageName must be a string, not an object"),
     (("spec", "workspaceName"), 1, "spec.workspaceName must be a string, not a number"),
     (("metadata", "labels"), "app=web", "metadata.labels must be an object, not a string"),
-    (("metadata", "labels"), ["app"], "metadata.labels must be an object, not a list"),
+    (("metadata", "labels"), ["app"], "metadata.labels must be an object, not an array"),
     (("metadata", "labels", "app"), 1, "metadata.labels.app must be a string, not a number"),
     (("metadata", "annotations"), "note", "metadata.annotations must be an object, not a string"),
     (("metadata", "annotations", "note"), {"a": 1}, "metadata.annotations.note must be a string, not an object"),
-    (("metadata", "finalizers"), "example.com/keep", "metadata.finalizers must be a list, not a string"),
-    (("metadata", "ownerReferences"), {"kind": "ConfigMap"}, "metadata.ownerReferences must be a list, not an object"),
+    (("metadata", "finalizers"), "example.com/keep", "metadata.finalizers must be an array, not a string"),
+    (
+        ("metadata", "ownerReferences"),
+        {"kind": "ConfigMap"},
+        "metadata.ownerReferences must be an array, not an object",
+    ),
     (("metadata", "ownerReferences", 0), "seed", "metadata.ownerReferences[0] must be an object, not a string"),
 ]
 V1ALPHA2_ONLY = [
     (("spec", "source"), "init", "spec.source must be an object, not a string"),
 ]
 V1ALPHA1_ONLY = [
-    (("spec", "tasks"), {"type": "init"}, "spec.tasks must be a list, not an object"),
-    (("spec", "tasks"), 5, "spec.tasks must be a list, not a number"),
+    (("spec", "tasks"), {"type": "init"}, "spec.tasks must be an array, not an object"),
+    (("spec", "tasks"), 5, "spec.tasks must be an array, not a number"),
     (("spec", "tasks", 0), "init", "spec.tasks[0] must be an object, not a string"),
     (("spec", "revision"), "2", "spec.revision must be a number, not a string"),
 ]
