@@ -547,16 +547,28 @@ def _container(parent: dict[str, Any], key: str) -> dict[str, Any]:
     return child
 
 
+def revision_lifecycle_default(req: AdmissionRequest, ctx: Context) -> Decision:
+    """CREATE and UPDATE: an empty lifecycle becomes Draft.
+
+    v1alpha1 allows ``lifecycle: ""`` while the v1alpha2 storage schema does not; defaulting on
+    UPDATE too keeps ``""`` out of storage. The validating rules read an empty lifecycle as Draft
+    anyway, so this never changes a verdict, only what is stored.
+    """
+    original = req.object or {}
+    if dig(original, "spec", "lifecycle"):
+        return allow()
+    desired: dict[str, Any] = copy.deepcopy(dict(original))
+    _container(desired, "spec")["lifecycle"] = Lifecycle.DRAFT.value
+    return mutate(original, desired)
+
+
 def revision_defaults(req: AdmissionRequest, ctx: Context) -> Decision:
-    """CREATE: lifecycle Draft, the deletion finalizer, the Repository owner, latest label "false".
+    """CREATE: the deletion finalizer, the Repository owner, latest label "false".
 
     Each field is only filled when missing, so the rule re-run on its own output changes nothing.
     """
     original = req.object or {}
     desired: dict[str, Any] = copy.deepcopy(dict(original))
-    spec = _container(desired, "spec")
-    if not spec.get("lifecycle"):
-        spec["lifecycle"] = Lifecycle.DRAFT.value
     meta = _container(desired, "metadata")
     if FINALIZER not in finalizers_of(desired):
         meta["finalizers"] = [*finalizers_of(desired), FINALIZER]
@@ -600,6 +612,14 @@ RULES = (
     Rule("packages.revision-delete-published", PACKAGE_REVISION, DELETE, revision_delete_published),
     Rule("packages.revision-delete-upstream", PACKAGE_REVISION, DELETE, revision_delete_upstream),
     Rule("packages.revision-shape", PACKAGE_REVISION, CREATE_UPDATE, revision_shape, mutating=True, needs_view=False),
+    Rule(
+        "packages.revision-lifecycle-default",
+        PACKAGE_REVISION,
+        CREATE_UPDATE,
+        revision_lifecycle_default,
+        mutating=True,
+        needs_view=False,
+    ),
     Rule("packages.revision-defaults", PACKAGE_REVISION, CREATE, revision_defaults, mutating=True),
     Rule(
         "packages.revision-publish-stamp",

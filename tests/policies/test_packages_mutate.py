@@ -57,9 +57,8 @@ def again(req, obj):
 def test_create_defaults(version: str, label: str, lifecycle: str | None) -> None:
     req = request(Operation.CREATE, revision(lifecycle, version=version), version=version)
     ctx = context(repository())
-    decision = rule("packages.revision-defaults")(req, ctx)
-    assert decision.allowed and decision.warnings == ()
-    out = jsonpatch.apply_patch(req.object, list(decision.patch))
+    out, warnings = mutate_all(req, ctx)
+    assert warnings == []
     expected = copy.deepcopy(req.object)
     expected["spec"]["lifecycle"] = "Draft"
     expected["metadata"].update(finalizers=[FINALIZER], labels={label: "false"}, ownerReferences=[OWNER])
@@ -212,3 +211,14 @@ def test_a_present_publisher_is_kept_and_left_for_validation_to_judge() -> None:
     assert out["metadata"]["annotations"] == {BY: "bob", AT: "2026-11-29T12:30:05Z"}
     name, _ = validate(again(req, out), context())
     assert name == "packages.revision-publish-record"
+
+
+@pytest.mark.parametrize("version", ["v1alpha1", "v1alpha2"])
+def test_an_empty_lifecycle_is_defaulted_on_update_too(version: str) -> None:
+    """v1alpha1 allows lifecycle "" but v1alpha2 storage does not: keep it out of storage."""
+    old = revision("Draft", version=version)
+    new = revision("", version=version)
+    req = request(Operation.UPDATE, new, old, version=version)
+    out, _ = mutate_all(req, context(repository()))
+    assert out["spec"]["lifecycle"] == "Draft"
+    assert patches(again(req, out), context(repository())) == []
