@@ -225,15 +225,19 @@ def _host(registry: Obj | None) -> str:
     return str(dig(registry, "spec", "hostname", default="")).lower()
 
 
-def _same_host_bindings(view: View, target: str, host: str, skip_binding: str) -> list[Obj]:
-    """Live bindings of ``target`` but ``skip_binding`` (sorted) whose Registry, as the view has it, has ``host``."""
+def _same_host_bindings(view: View, target: str, host: str, skip_binding: str, pending: str = "") -> list[Obj]:
+    """Live bindings of ``target`` but ``skip_binding`` (sorted) whose Registry has ``host``.
+
+    Registries are read from the view, except ``pending`` (a ``namespace/name`` key): the Registry
+    being admitted right now, which has ``host`` although the view does not know it yet.
+    """
     found = []
     for other in live(view.indexed(REGISTRY_BINDING, REGISTRY_BINDINGS_BY_TARGET, target)):
         registry_key = ref_key(other, "spec", "registryRef", local=True)
         if ref_of(other) == skip_binding or not registry_key:
             continue
         ns, name = split_key(registry_key)
-        if _host(view.get(REGISTRY, name, ns)) == host:
+        if registry_key == pending or _host(view.get(REGISTRY, name, ns)) == host:
             found.append(other)
     return found
 
@@ -274,11 +278,14 @@ def registry_hostname_ambiguous(req: AdmissionRequest, ctx: Context) -> Decision
     if not host or (req.operation is Operation.UPDATE and host == _host(req.old_object)):
         return allow()
     registry_key = request_key(req)
+    # The moment this Registry gets its first hostname, two bindings of one Target that both
+    # name it become ambiguous; a later hostname change does not create that clash.
+    pending = registry_key if not _host(req.old_object) else ""
     for binding in live(ctx.view.indexed(REGISTRY_BINDING, REGISTRY_BINDINGS_BY_REGISTRY, registry_key)):
         target = ref_key(binding, "spec", "targetRef")
         if not target:
             continue
-        clashes = _same_host_bindings(ctx.view, target, host, ref_of(binding))
+        clashes = _same_host_bindings(ctx.view, target, host, ref_of(binding), pending)
         if clashes:
             return deny(
                 MSG_REGISTRY_HOST_AMBIGUOUS.format(

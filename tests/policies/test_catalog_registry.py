@@ -378,3 +378,13 @@ def test_registry_created_after_its_bindings_is_checked_too():
     ctx = context(ZOT, EDGE_ZOT, registry_binding("edge-late", registry_name="late"))
     req = request(Operation.CREATE, registry("late", hostname="zot.example.com:5000"))
     assert validate(req, ctx) == host_ambiguous("team-a/edge-late", "team-a/edge-zot")
+
+
+def test_registry_created_after_two_bindings_of_one_target_name_it_is_ambiguous():
+    """Both bindings were admitted while the Registry did not exist (no host to compare); the
+    clash becomes real when the Registry appears, so its creation is refused."""
+    late_1 = registry_binding("edge-late-1", registry_name="late")
+    late_2 = registry_binding("edge-late-2", registry_name="late")
+    ctx = context(late_1, late_2)
+    req = request(Operation.CREATE, registry("late", hostname="zot.example.com:5000"))
+    assert validate(req, ctx) == host_ambiguous("team-a/edge-late-1", "team-a/edge-late-2")
