@@ -1,4 +1,4 @@
-"""Configuration of the sidecar loops (availability, referenced set, reclamation).
+"""Configuration of the sidecar loops (availability, referenced set, reclamation, retention).
 
 Hung under ``PolicyConfig.sidecar`` by the lead; loaded from the same ``--config`` YAML. Unknown
 keys are errors (a typo never falls back to a default). Durations are Go-style strings as
@@ -108,9 +108,42 @@ class ReclaimConfig(BaseModel):
     """Log the plan (and emit Events) without removing anything."""
 
 
+class RetentionConfig(BaseModel):
+    """The retention janitor: which red entries may be deleted, how many per sweep. Off by default.
+
+    Deletion is opt-in: a missing artifact only turns an entry red, and removing catalog entries
+    is a policy an operator chooses (seed 000, "deletion follows intent").
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = False
+    """Run the janitor after each availability pass."""
+    interval: Duration = timedelta(hours=1)
+    """Least time between two sweeps (sweeps ride on the sidecar's passes)."""
+    minRedAge: Duration = timedelta(hours=168)
+    """How long ``Available=False`` must have held (since its ``lastTransitionTime``)."""
+    keepLast: int = Field(default=3, ge=0)
+    """The newest N ComponentVersions of each Component are never deleted, red or not."""
+    excludedNamespaces: tuple[str, ...] = ()
+    """Namespaces the janitor never deletes in."""
+    maxDeletesPerSweep: int = Field(default=50, ge=0)
+    """At most this many deletions per sweep (oldest red first); 0 plans but deletes nothing."""
+    dryRun: bool = False
+    """Plan and emit Events (``would delete``) without deleting."""
+
+    @field_validator("interval")
+    @classmethod
+    def _positive_interval(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("interval must be greater than 0")
+        return value
+
+
 class SidecarConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     availability: AvailabilityConfig = Field(default_factory=AvailabilityConfig)
     referencedSet: ReferencedSetConfig = Field(default_factory=ReferencedSetConfig)
     reclaim: ReclaimConfig = Field(default_factory=ReclaimConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
