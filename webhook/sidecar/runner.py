@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from policies.config import PolicyConfig
-from policies.kinds import COMPONENT, COMPONENT_VERSION, REGISTRY, SECRET
+from policies.kinds import COMPONENT, COMPONENT_VERSION, REGISTRY, RELEASE, SECRET
 from policies.model import Obj
 from webhook.kube.cache import InformerCache
 from webhook.kube.client import Kube, NotFound
@@ -34,6 +34,7 @@ from webhook.kube.writes import Writer
 from webhook.sidecar.availability import AvailabilityLoop
 from webhook.sidecar.clients import ClientFactory, RegistryClients, default_factory
 from webhook.sidecar.events import events_app
+from webhook.sidecar.janitor import Janitor
 from webhook.sidecar.metrics import SidecarMetrics
 from webhook.sidecar.reclaim import Reclaimer
 from webhook.sidecar.referenced_set import ReferencedSetPublisher
@@ -41,8 +42,9 @@ from webhook.sidecar.referenced_set import ReferencedSetPublisher
 log = logging.getLogger("catalog_warden.sidecar")
 
 LEASE_NAME = "catalog-warden-sidecar"
-CACHED_KINDS = (COMPONENT, COMPONENT_VERSION, REGISTRY)
-"""All the loops read: entries, where their artifacts live, and which registries opted in."""
+CACHED_KINDS = (COMPONENT, COMPONENT_VERSION, REGISTRY, RELEASE)
+"""All the loops read: entries, where their artifacts live, which registries opted in, and (for the
+retention janitor) which Releases still reference an entry."""
 SECRET_TIMEOUT = 10.0
 SYNC_POLL = 0.1
 
@@ -90,6 +92,9 @@ class Sidecar:
         )
         self.publisher = ReferencedSetPublisher(self.cache, kube, self.config.referencedSet, self.metrics)
         self.leading = asyncio.Event()
+        self.janitor = Janitor(
+            self.cache, self.writer, self.config.retention, self.metrics, may_act=self.leading.is_set
+        )
         self.reclaimer = Reclaimer(
             self.cache, self.clients, self.config.reclaim, self._emit_event, self.metrics, may_act=self.leading.is_set
         )
@@ -108,9 +113,14 @@ class Sidecar:
     # ---- one pass (tests call this directly) --------------------------------------------------
 
     async def pass_once(self, now: datetime.datetime) -> None:
-        """Availability, then the referenced set, then reclamation, as each is enabled."""
+        """Availability, the retention janitor, then the referenced set and reclamation, as each is enabled.
+
+        The janitor runs before the set is computed, so an entry it deleted is no longer kept.
+        """
         if self.config.availability.enabled:
             await self.availability.run_once(now)
+        if self.config.retention.enabled:
+            await self.janitor.run_once(now)
         if self.config.referencedSet.enabled:
             published = await self.publisher.publish(now)
             await self.reclaimer.run_once(published.reclaimable, now)
