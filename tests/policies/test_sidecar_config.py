@@ -17,6 +17,15 @@ def test_defaults():
         "availability": {"enabled": True, "interval": "5m0s", "misses": 3, "grace": "10m0s", "concurrency": 8},
         "referencedSet": {"enabled": True, "configMap": "catalog-warden-referenced-set", "namespace": "catalog-warden"},
         "reclaim": {"safetyAge": "24h0m0s", "perPassCap": 100, "dryRun": False},
+        "retention": {
+            "enabled": False,
+            "interval": "1h0m0s",
+            "minRedAge": "168h0m0s",
+            "keepLast": 3,
+            "excludedNamespaces": (),
+            "maxDeletesPerSweep": 50,
+            "dryRun": False,
+        },
     }
     assert config.availability.thresholds() == Thresholds(3, timedelta(minutes=10))
 
