@@ -61,6 +61,8 @@ ERRORS = [
      "expected '<document start>', but found '<scalar>'"),
     (("review", "manifests/webhooks/kustomization.yaml"), 1,
      "catalog-warden: error: manifests/webhooks/kustomization.yaml: not an AdmissionReview with a request"),
+    (("serve", "--state", "examples/state", "--kubeconfig", "kubeconfig"), 2,
+     "catalog-warden serve: error: argument --kubeconfig: not allowed with argument --state"),
     (("certs",), 2, "catalog-warden certs: error: the following arguments are required: --out"),
 ]  # fmt: skip
 
