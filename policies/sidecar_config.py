@@ -140,6 +140,25 @@ class RetentionConfig(BaseModel):
         return value
 
 
+class ChartIndexConfig(BaseModel):
+    """The chart indexer (seed 004): verdicts per OCI chart tag in HelmClusterAddonChart status. On by default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    interval: Duration = timedelta(minutes=5)
+    """Least time between two passes over the repositories (operator-helm's ``ChartsSyncInterval``)."""
+    concurrency: int = Field(default=8, ge=1, le=256)
+    """Manifest requests in flight per repository (one attempt each)."""
+
+    @field_validator("interval")
+    @classmethod
+    def _positive_interval(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("interval must be greater than 0")
+        return value
+
+
 class SidecarConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -147,3 +166,4 @@ class SidecarConfig(BaseModel):
     referencedSet: ReferencedSetConfig = Field(default_factory=ReferencedSetConfig)
     reclaim: ReclaimConfig = Field(default_factory=ReclaimConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    chartIndex: ChartIndexConfig = Field(default_factory=ChartIndexConfig)
