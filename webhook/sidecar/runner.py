@@ -25,13 +25,23 @@ from dataclasses import dataclass
 import uvicorn
 
 from policies.config import PolicyConfig
-from policies.kinds import COMPONENT, COMPONENT_VERSION, REGISTRY, RELEASE, SECRET
+from policies.kinds import (
+    COMPONENT,
+    COMPONENT_VERSION,
+    HELM_CLUSTER_ADDON,
+    HELM_CLUSTER_ADDON_CHART,
+    HELM_CLUSTER_ADDON_REPOSITORY,
+    REGISTRY,
+    RELEASE,
+    SECRET,
+)
 from policies.model import Obj
 from webhook.kube.cache import InformerCache
 from webhook.kube.client import Kube, NotFound
 from webhook.kube.leader import LeaderElector, LeaseTiming
 from webhook.kube.writes import Writer
 from webhook.sidecar.availability import AvailabilityLoop
+from webhook.sidecar.chart_index import ChartIndexer
 from webhook.sidecar.clients import ClientFactory, RegistryClients, default_factory
 from webhook.sidecar.events import events_app
 from webhook.sidecar.janitor import Janitor
@@ -42,9 +52,18 @@ from webhook.sidecar.referenced_set import ReferencedSetPublisher
 log = logging.getLogger("catalog_warden.sidecar")
 
 LEASE_NAME = "catalog-warden-sidecar"
-CACHED_KINDS = (COMPONENT, COMPONENT_VERSION, REGISTRY, RELEASE)
+CACHED_KINDS = (
+    COMPONENT,
+    COMPONENT_VERSION,
+    REGISTRY,
+    RELEASE,
+    HELM_CLUSTER_ADDON_REPOSITORY,
+    HELM_CLUSTER_ADDON_CHART,
+    HELM_CLUSTER_ADDON,
+)
 """All the loops read: entries, where their artifacts live, which registries opted in, and (for the
-retention janitor) which Releases still reference an entry."""
+retention janitor) which Releases still reference an entry; the chart indexer: repositories, their chart
+objects (the recorded verdicts) and the addons that keep removed versions."""
 SECRET_TIMEOUT = 10.0
 SYNC_POLL = 0.1
 
@@ -95,6 +114,7 @@ class Sidecar:
         self.janitor = Janitor(
             self.cache, self.writer, self.config.retention, self.metrics, may_act=self.leading.is_set
         )
+        self.chart_index = ChartIndexer(self.cache, kube, self.writer, self.clients, self.config.chartIndex)
         self.reclaimer = Reclaimer(
             self.cache, self.clients, self.config.reclaim, self._emit_event, self.metrics, may_act=self.leading.is_set
         )
@@ -124,6 +144,8 @@ class Sidecar:
         if self.config.referencedSet.enabled:
             published = await self.publisher.publish(now)
             await self.reclaimer.run_once(published.reclaimable, now)
+        if self.config.chartIndex.enabled and self.chart_index.due(now):
+            await self.chart_index.run_once(now)
 
     async def schedule(self) -> None:
         """Run passes every interval, and early re-checks as they are queued, until cancelled."""
