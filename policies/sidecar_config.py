@@ -159,6 +159,15 @@ class ChartIndexConfig(BaseModel):
         return value
 
 
+class PackagesConfig(BaseModel):
+    """Package revision bookkeeping (revision numbers, publish record, latest label, finalizer)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    """Run the bookkeeping on each pass; off where porch's own PackageRevision controller runs."""
+
+
 class SidecarConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -166,4 +175,5 @@ class SidecarConfig(BaseModel):
     referencedSet: ReferencedSetConfig = Field(default_factory=ReferencedSetConfig)
     reclaim: ReclaimConfig = Field(default_factory=ReclaimConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    packages: PackagesConfig = Field(default_factory=PackagesConfig)
     chartIndex: ChartIndexConfig = Field(default_factory=ChartIndexConfig)
