@@ -26,6 +26,7 @@ def test_defaults():
             "maxDeletesPerSweep": 50,
             "dryRun": False,
         },
+        "packages": {"enabled": True},
         "chartIndex": {"enabled": True, "interval": "5m0s", "concurrency": 8},
     }
     assert config.availability.thresholds() == Thresholds(3, timedelta(minutes=10))
