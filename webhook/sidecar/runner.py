@@ -31,8 +31,10 @@ from policies.kinds import (
     HELM_CLUSTER_ADDON,
     HELM_CLUSTER_ADDON_CHART,
     HELM_CLUSTER_ADDON_REPOSITORY,
+    PACKAGE_REVISION,
     REGISTRY,
     RELEASE,
+    REPOSITORY,
     SECRET,
 )
 from policies.model import Obj
@@ -46,6 +48,7 @@ from webhook.sidecar.clients import ClientFactory, RegistryClients, default_fact
 from webhook.sidecar.events import events_app
 from webhook.sidecar.janitor import Janitor
 from webhook.sidecar.metrics import SidecarMetrics
+from webhook.sidecar.package_bookkeeping import PackageBookkeeper
 from webhook.sidecar.reclaim import Reclaimer
 from webhook.sidecar.referenced_set import ReferencedSetPublisher
 
@@ -60,10 +63,13 @@ CACHED_KINDS = (
     HELM_CLUSTER_ADDON_REPOSITORY,
     HELM_CLUSTER_ADDON_CHART,
     HELM_CLUSTER_ADDON,
+    PACKAGE_REVISION,
+    REPOSITORY,
 )
 """All the loops read: entries, where their artifacts live, which registries opted in, and (for the
 retention janitor) which Releases still reference an entry; the chart indexer: repositories, their chart
-objects (the recorded verdicts) and the addons that keep removed versions."""
+objects (the recorded verdicts) and the addons that keep removed versions; the package bookkeeping:
+PackageRevisions and the Repositories that decide whether a Published revision may go."""
 SECRET_TIMEOUT = 10.0
 SYNC_POLL = 0.1
 
@@ -115,6 +121,7 @@ class Sidecar:
             self.cache, self.writer, self.config.retention, self.metrics, may_act=self.leading.is_set
         )
         self.chart_index = ChartIndexer(self.cache, kube, self.writer, self.clients, self.config.chartIndex)
+        self.packages = PackageBookkeeper(self.cache, self.writer, self.metrics, may_act=self.leading.is_set)
         self.reclaimer = Reclaimer(
             self.cache, self.clients, self.config.reclaim, self._emit_event, self.metrics, may_act=self.leading.is_set
         )
@@ -146,6 +153,8 @@ class Sidecar:
             await self.reclaimer.run_once(published.reclaimable, now)
         if self.config.chartIndex.enabled and self.chart_index.due(now):
             await self.chart_index.run_once(now)
+        if self.config.packages.enabled:
+            await self.packages.run_once(now)
 
     async def schedule(self) -> None:
         """Run passes every interval, and early re-checks as they are queued, until cancelled."""
