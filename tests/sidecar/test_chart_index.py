@@ -1,0 +1,311 @@
+"""The chart indexer against a real docker-registry, the apiserver double and an informer cache.
+
+Seed 004's economics are asserted by counting every request the indexer's registry client sends:
+a steady pass is exactly one tag listing and no API write; a new tag is 1 + 1.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from policies.chart_index import MSG_NO_LAYER, MSG_REMOVED
+from policies.charts_naming import helm_cluster_addon_chart_name
+from policies.kinds import (
+    HELM_CLUSTER_ADDON,
+    HELM_CLUSTER_ADDON_CHART,
+    HELM_CLUSTER_ADDON_REPOSITORY,
+    REGISTRY,
+)
+from policies.objects import ref_of
+from policies.sidecar_config import ChartIndexConfig
+from tests.sidecar.conftest import NS, SOLAR, T0, Counting, Writes, counting_factory, secret_reader
+from tests.support.registry import RegistryServer, push_artifact, push_helm_chart
+from tests.support.server import wait_until
+from webhook.kube.cache import InformerCache
+from webhook.kube.client import Kube
+from webhook.kube.writes import Writer
+from webhook.sidecar.chart_index import ChartIndexer, IndexReport
+from webhook.sidecar.clients import RegistryClients
+
+pytestmark = pytest.mark.anyio
+
+HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"
+CONTENT = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+LEGACY = "application/tar+gzip"
+UNKNOWN = "application/vnd.example.unknown.v1"
+REPO = "podinfo-repo"
+CHART = "podinfo"
+BASE = "charts"
+REPOSITORY = f"{BASE}/{CHART}"
+CHART_OBJECT = helm_cluster_addon_chart_name(REPO, CHART)
+KINDS = (REGISTRY, HELM_CLUSTER_ADDON_REPOSITORY, HELM_CLUSTER_ADDON_CHART, HELM_CLUSTER_ADDON)
+HELM = "helm.deckhouse.io/v1alpha1"
+
+
+def chart_tgz(version: str) -> bytes:
+    buffer = io.BytesIO()
+    data = f"apiVersion: v2\nname: {CHART}\nversion: {version}\n".encode()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo(f"{CHART}/Chart.yaml")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def push(http: httpx.Client, version: str, layer: str) -> str:
+    """A chart version with the given layer media type (helm config always); returns its digest."""
+    config = json.dumps({"apiVersion": "v2", "name": CHART, "version": version}).encode()
+    return push_artifact(http, REPOSITORY, version, HELM_CONFIG, config, [(layer, chart_tgz(version), {})]).digest
+
+
+@pytest.fixture
+def helm_cache(kube: Kube) -> Iterator[InformerCache]:
+    c = InformerCache(kube, KINDS).start()
+    assert c.wait_synced(10), "informer cache did not sync"
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def http(registry: RegistryServer) -> Iterator[httpx.Client]:
+    with registry.http() as client:
+        yield client
+
+
+@pytest.fixture
+def indexer(helm_cache: InformerCache, kube: Kube, counting: Counting) -> ChartIndexer:
+    clients = RegistryClients(helm_cache, secret_reader(kube), counting_factory(counting))
+    return ChartIndexer(helm_cache, kube, Writer(kube), clients, ChartIndexConfig())
+
+
+@pytest.fixture
+def repository(admin: Kube, registry: RegistryServer, helm_cache: InformerCache) -> dict[str, Any]:
+    """The Deckhouse repository, and a SolAr Registry saying the test registry speaks plain HTTP."""
+    admin.create(
+        REGISTRY,
+        {
+            "apiVersion": SOLAR,
+            "kind": "Registry",
+            "metadata": {"name": "local", "namespace": NS},
+            "spec": {"hostname": registry.hostname, "plainHTTP": True},
+        },
+    )
+    repo = admin.create(
+        HELM_CLUSTER_ADDON_REPOSITORY,
+        {
+            "apiVersion": HELM,
+            "kind": "HelmClusterAddonRepository",
+            "metadata": {"name": REPO},
+            "spec": {"url": f"oci://{registry.hostname}/{REPOSITORY}"},
+        },
+    )
+    settle(admin, helm_cache)
+    return repo
+
+
+def settle(admin: Kube, cache: InformerCache) -> None:
+    def same() -> bool:
+        for kind in KINDS:
+            api = {ref_of(o): o["metadata"]["resourceVersion"] for o in admin.list(kind)["items"]}
+            if api != {ref_of(o): o["metadata"]["resourceVersion"] for o in cache.list(kind)}:
+                return False
+        return True
+
+    wait_until(same, timeout=10, what="the informer cache to catch up with the apiserver")
+
+
+def versions(admin: Kube) -> list[dict[str, Any]]:
+    return admin.get(HELM_CLUSTER_ADDON_CHART, CHART_OBJECT)["status"]["versions"]
+
+
+async def index(indexer: ChartIndexer, admin: Kube, cache: InformerCache) -> IndexReport:
+    report = await indexer.run_once(T0)
+    settle(admin, cache)
+    return report
+
+
+TAGS_LIST = ("GET", f"/v2/{REPOSITORY}/tags/list")
+
+
+def manifest_get(tag: str) -> tuple[str, str]:
+    return ("GET", f"/v2/{REPOSITORY}/manifests/{tag}")
+
+
+async def test_legacy_and_helm_layers_usable_unknown_unsupported_then_steady_then_one_new_tag(
+    indexer: ChartIndexer,
+    repository: dict[str, Any],
+    admin: Kube,
+    helm_cache: InformerCache,
+    http: httpx.Client,
+    counting: Counting,
+    writes: Writes,
+) -> None:
+    legacy = push(http, "1.0.0", LEGACY)
+    modern = push(http, "1.1.0", CONTENT)
+    push(http, "1.2.0", UNKNOWN)
+    push(http, "latest", CONTENT)  # not a version: never examined
+    writes.clear()
+
+    await index(indexer, admin, helm_cache)
+
+    assert sorted(counting.requests) == sorted(
+        [TAGS_LIST, manifest_get("1.0.0"), manifest_get("1.1.0"), manifest_get("1.2.0")]
+    )
+    assert versions(admin) == [
+        {
+            "version": "1.2.0",
+            "unavailableReason": "UnsupportedMediaType",
+            "unavailableMessage": MSG_NO_LAYER.format(layers=UNKNOWN),
+        },
+        {"version": "1.1.0", "digest": modern, "mediaType": CONTENT},
+        {"version": "1.0.0", "digest": legacy, "mediaType": LEGACY},
+    ]
+    chart = admin.get(HELM_CLUSTER_ADDON_CHART, CHART_OBJECT)
+    assert chart["metadata"]["labels"] == {"repository": REPO, "chart": CHART}
+    assert [(o["kind"], o["name"], o["uid"]) for o in chart["metadata"]["ownerReferences"]] == [
+        ("HelmClusterAddonRepository", REPO, repository["metadata"]["uid"])
+    ]
+
+    # steady: one tag listing, nothing written
+    counting.clear()
+    writes.clear()
+    await index(indexer, admin, helm_cache)
+    assert counting.requests == [TAGS_LIST]
+    assert writes.calls == []
+
+    # one new tag: 1 + 1 requests and one status write
+    counting.clear()
+    newest = push(http, "1.3.0", CONTENT)
+    counting.clear()
+    writes.clear()
+    await index(indexer, admin, helm_cache)
+    assert counting.requests == [TAGS_LIST, manifest_get("1.3.0")]
+    assert writes.calls == [("patch", "helmclusteraddoncharts", CHART_OBJECT, "status")]
+    assert versions(admin)[0] == {"version": "1.3.0", "digest": newest, "mediaType": CONTENT}
+
+
+async def test_deleted_tag_kept_while_last_applied_references_it(
+    indexer: ChartIndexer,
+    repository: dict[str, Any],
+    admin: Kube,
+    helm_cache: InformerCache,
+    http: httpx.Client,
+    registry: RegistryServer,
+) -> None:
+    legacy = push(http, "1.0.0", LEGACY)
+    modern = push(http, "1.1.0", CONTENT)
+    dropped = push(http, "0.9.0", CONTENT)
+    await index(indexer, admin, helm_cache)
+    ref = {"helmClusterAddonRepository": REPO, "helmClusterAddonChart": CHART}
+    admin.create(
+        HELM_CLUSTER_ADDON,
+        {
+            "apiVersion": HELM,
+            "kind": "HelmClusterAddon",
+            "metadata": {"name": "web"},
+            "spec": {"chart": {**ref, "version": "1.1.0"}},
+        },
+    )
+    admin.patch(
+        HELM_CLUSTER_ADDON,
+        "web",
+        "",
+        {"status": {"lastAppliedChart": {**ref, "version": "1.0.0"}}},
+        subresource="status",
+    )
+    for digest in (legacy, dropped):
+        assert http.delete(f"/v2/{REPOSITORY}/manifests/{digest}").status_code == 202
+    settle(admin, helm_cache)
+
+    await index(indexer, admin, helm_cache)
+
+    assert versions(admin) == [
+        {"version": "1.1.0", "digest": modern, "mediaType": CONTENT},
+        {
+            "version": "1.0.0",
+            "digest": legacy,
+            "mediaType": LEGACY,
+            "unavailableReason": "RemovedFromRepository",
+            "unavailableMessage": MSG_REMOVED.format(tag="1.0.0"),
+        },
+    ]
+
+
+def fail_manifests(counting: Counting, status: int) -> None:
+    def rewrite(request: httpx.Request) -> httpx.Response | None:
+        if "/manifests/" in request.url.path:
+            return httpx.Response(status, json={"errors": [{"code": "UNAVAILABLE", "message": "try later"}]})
+        return None
+
+    counting.rewrite = rewrite
+
+
+async def test_registry_errors_never_give_a_negative_verdict(
+    indexer: ChartIndexer,
+    repository: dict[str, Any],
+    admin: Kube,
+    helm_cache: InformerCache,
+    http: httpx.Client,
+    counting: Counting,
+    writes: Writes,
+) -> None:
+    known = push(http, "1.0.0", CONTENT)
+    await index(indexer, admin, helm_cache)
+    push(http, "1.1.0", CONTENT)
+    # a forced pass re-examines everything; every manifest request now answers 503
+    admin.patch(
+        HELM_CLUSTER_ADDON_REPOSITORY,
+        REPO,
+        "",
+        {"metadata": {"annotations": {"reconcile.helm.deckhouse.io/force": "now"}}},
+    )
+    settle(admin, helm_cache)
+    fail_manifests(counting, 503)
+    counting.clear()
+
+    await index(indexer, admin, helm_cache)
+
+    assert sorted(counting.requests) == sorted([TAGS_LIST, manifest_get("1.0.0"), manifest_get("1.1.0")])
+    entries = versions(admin)
+    assert entries[1] == {"version": "1.0.0", "digest": known, "mediaType": CONTENT}
+    assert entries[0]["version"] == "1.1.0"
+    assert entries[0]["unavailableReason"] == "ResolvePending"
+    assert entries[0]["unavailableMessage"].startswith("manifest request failed: ")
+    assert "503" in entries[0]["unavailableMessage"]
+    assert "reconcile.helm.deckhouse.io/force" not in (
+        admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO)["metadata"].get("annotations") or {}
+    )
+
+    # the pending tag is asked again on the next normal pass, and resolves once the registry answers
+    counting.rewrite = None
+    counting.clear()
+    await index(indexer, admin, helm_cache)
+    assert counting.requests == [TAGS_LIST, manifest_get("1.1.0")]
+    assert versions(admin)[0]["mediaType"] == CONTENT
+
+    # a failed tag listing writes nothing at all
+    def down(request: httpx.Request) -> httpx.Response | None:
+        return httpx.Response(503, json={"errors": [{"code": "UNAVAILABLE", "message": "down"}]})
+
+    counting.rewrite = down
+    writes.clear()
+    before = versions(admin)
+    report = await index(indexer, admin, helm_cache)
+    assert writes.calls == []
+    assert versions(admin) == before
+    assert report.repositories[REPO].error.startswith("UnexpectedStatus: ")
+
+
+async def test_helm_chart_pushed_by_the_fixture_is_usable(
+    indexer: ChartIndexer, repository: dict[str, Any], admin: Kube, helm_cache: InformerCache, http: httpx.Client
+) -> None:
+    pushed = push_helm_chart(http, BASE, CHART, "2.0.0+build.1")
+    await index(indexer, admin, helm_cache)
+    assert versions(admin) == [{"version": "2.0.0+build.1", "digest": pushed.digest, "mediaType": CONTENT}]
