@@ -140,7 +140,8 @@ class Sidecar:
     # ---- one pass (tests call this directly) --------------------------------------------------
 
     async def pass_once(self, now: datetime.datetime) -> None:
-        """Availability, the retention janitor, the referenced set and reclamation, then the chart index, as enabled.
+        """Availability, the retention janitor, the referenced set and reclamation, the chart index, then the
+        package bookkeeping, as enabled.
 
         The janitor runs before the set is computed, so an entry it deleted is no longer kept.
         """
