@@ -186,6 +186,22 @@ def test_remove_finalizer_from_a_stale_read_retries_from_a_fresh_one(
     assert kube.get(kinds.COMPONENT_VERSION, "f", NS)["metadata"]["finalizers"] == ["added.io/later"]
 
 
+def test_a_lost_race_that_forbids_the_removal_keeps_the_finalizer(
+    writer: Writer, kube: Kube, admin: Kube, recorder: Recorder
+) -> None:
+    """The change that won the race is re-judged: here it retained the object, so nothing is sent."""
+    stale = admin.create(kinds.COMPONENT_VERSION, cv("f", (PROTECT,)))
+    admin.patch(kinds.COMPONENT_VERSION, "f", NS, {"metadata": {"labels": {"catalog-warden.io/retain": "true"}}})
+    before = len(recorder.all())
+
+    def still_allowed(fresh: dict) -> bool:
+        return (fresh["metadata"].get("labels") or {}).get("catalog-warden.io/retain") != "true"
+
+    assert writer.remove_finalizer(kinds.COMPONENT_VERSION, stale, PROTECT, still_allowed) is FinalizerResult.KEPT
+    assert [c.verb for c in recorder.all()[before:]] == ["patch", "get"]
+    assert kube.get(kinds.COMPONENT_VERSION, "f", NS)["metadata"]["finalizers"] == [PROTECT]
+
+
 def test_removing_the_last_finalizer_of_a_terminating_object_lets_it_go(
     writer: Writer, kube: Kube, admin: Kube
 ) -> None:

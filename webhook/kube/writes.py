@@ -43,6 +43,8 @@ class FinalizerResult(StrEnum):
     """The finalizer was not (or no longer) on the object: nothing to do."""
     GONE = "Gone"
     """The object no longer exists, or a new object with another uid took its name."""
+    KEPT = "Kept"
+    """After a lost race, the re-read object no longer allows the removal (``still_allowed``)."""
 
 
 def merge_patch(current: Any, desired: Any) -> Any:
@@ -134,9 +136,13 @@ class Writer:
             return DeleteResult.GONE
         return DeleteResult.DELETED
 
-    def remove_finalizer(self, kind: GroupKind, obj: Obj, name: str) -> FinalizerResult:
+    def remove_finalizer(
+        self, kind: GroupKind, obj: Obj, name: str, still_allowed: Callable[[Obj], bool] | None = None
+    ) -> FinalizerResult:
         """Remove finalizer ``name``; retried on 409 from a fresh read, at most ``finalizer_attempts`` times.
 
+        ``still_allowed`` re-judges each fresh read: the race that was lost may have been a change
+        that forbids the removal (e.g. a revision moved back to Published), and then nothing is sent.
         Raises :class:`Conflict` when every attempt lost a race (the caller retries next pass).
         """
         meta = _meta(obj)
@@ -150,6 +156,8 @@ class Writer:
                     return FinalizerResult.GONE
                 if uid and _meta(current).get("uid") != uid:
                     return FinalizerResult.GONE
+                if still_allowed is not None and not still_allowed(current):
+                    return FinalizerResult.KEPT
             finalizers = list(_meta(current).get("finalizers") or ())
             if name not in finalizers:
                 return FinalizerResult.ABSENT

@@ -34,7 +34,7 @@ from prometheus_client import Counter
 
 from policies.kinds import PACKAGE_REVISION
 from policies.model import Obj
-from policies.package_bookkeeping import PackageWrites, RevisionWrites, plan
+from policies.package_bookkeeping import PackageWrites, RevisionWrites, plan, releases_finalizer
 from policies.packages import FINALIZER
 from policies.view import View
 from webhook.kube.client import MERGE_PATCH, Conflict, NotFound
@@ -64,12 +64,15 @@ class Result(StrEnum):
     FAILED = "Failed"
     ABSENT = "Absent"
     """The finalizer was no longer there (someone else released it)."""
+    KEPT = "Kept"
+    """A lost race changed the revision so that its finalizer must stay (re-judged on the fresh read)."""
 
 
 FINALIZER_RESULTS: dict[FinalizerResult, Result] = {
     FinalizerResult.REMOVED: Result.WRITTEN,
     FinalizerResult.ABSENT: Result.ABSENT,
     FinalizerResult.GONE: Result.GONE,
+    FinalizerResult.KEPT: Result.KEPT,
 }
 
 
@@ -145,7 +148,7 @@ class PackageBookkeeper:
                 else:
                     self._attempt(report, writes.key, Write.METADATA, self._metadata, writes, current[writes.key])
             if writes.release_finalizer:
-                self._attempt(report, writes.key, Write.FINALIZER, self._finalizer, writes)
+                self._attempt(report, writes.key, Write.FINALIZER, self._finalizer, writes, report.now)
 
     def _attempt(
         self, report: BookkeepingReport, key: str, write: Write, fn: Callable[..., Obj | Result], *args: object
@@ -187,5 +190,8 @@ class PackageBookkeeper:
             timeout=self.writer.timeout,
         )
 
-    def _finalizer(self, writes: RevisionWrites) -> Obj | Result:
-        return FINALIZER_RESULTS[self.writer.remove_finalizer(PACKAGE_REVISION, writes.obj, FINALIZER)]
+    def _finalizer(self, writes: RevisionWrites, now: datetime) -> Obj | Result:
+        def still_allowed(fresh: Obj) -> bool:
+            return releases_finalizer(fresh, self.view, now)
+
+        return FINALIZER_RESULTS[self.writer.remove_finalizer(PACKAGE_REVISION, writes.obj, FINALIZER, still_allowed)]
