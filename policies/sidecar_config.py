@@ -12,7 +12,7 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from policies.availability import Thresholds, go_duration
 
@@ -59,13 +59,23 @@ def _parse_go(text: str) -> float:
 Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(go_duration, return_type=str)]
 
 
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be greater than 0")
+    return value
+
+
+Interval = Annotated[Duration, AfterValidator(_positive)]
+"""How often a loop runs: a :data:`Duration` greater than zero."""
+
+
 class AvailabilityConfig(BaseModel):
     """The availability loop: how often, and when a run of 404s becomes ``Available=False``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
-    interval: Duration = timedelta(minutes=5)
+    interval: Interval = timedelta(minutes=5)
     """Time between passes (a Registry's ``spec.scanInterval`` is not used: that is discovery's)."""
     misses: int = Field(default=3, ge=1)
     """Consecutive 404s before ``Available=False``."""
@@ -73,13 +83,6 @@ class AvailabilityConfig(BaseModel):
     """Time since the first of those misses before ``Available=False``."""
     concurrency: int = Field(default=8, ge=1, le=256)
     """Manifest lookups in flight per pass."""
-
-    @field_validator("interval")
-    @classmethod
-    def _positive_interval(cls, value: timedelta) -> timedelta:
-        if value <= timedelta(0):
-            raise ValueError("interval must be greater than 0")
-        return value
 
     def thresholds(self) -> Thresholds:
         return Thresholds(self.misses, self.grace)
@@ -119,7 +122,7 @@ class RetentionConfig(BaseModel):
 
     enabled: bool = False
     """Run the janitor after each availability pass."""
-    interval: Duration = timedelta(hours=1)
+    interval: Interval = timedelta(hours=1)
     """Least time between two sweeps (sweeps ride on the sidecar's passes)."""
     minRedAge: Duration = timedelta(hours=168)
     """How long ``Available=False`` must have held (since its ``lastTransitionTime``)."""
@@ -132,13 +135,6 @@ class RetentionConfig(BaseModel):
     dryRun: bool = False
     """Plan and emit Events (``would delete``) without deleting."""
 
-    @field_validator("interval")
-    @classmethod
-    def _positive_interval(cls, value: timedelta) -> timedelta:
-        if value <= timedelta(0):
-            raise ValueError("interval must be greater than 0")
-        return value
-
 
 class ChartIndexConfig(BaseModel):
     """The chart indexer (seed 004): verdicts per OCI chart tag in HelmClusterAddonChart status. On by default."""
@@ -146,17 +142,10 @@ class ChartIndexConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
-    interval: Duration = timedelta(minutes=5)
+    interval: Interval = timedelta(minutes=5)
     """Least time between two passes over the repositories (operator-helm's ``ChartsSyncInterval``)."""
     concurrency: int = Field(default=8, ge=1, le=256)
     """Manifest requests in flight per repository (one attempt each)."""
-
-    @field_validator("interval")
-    @classmethod
-    def _positive_interval(cls, value: timedelta) -> timedelta:
-        if value <= timedelta(0):
-            raise ValueError("interval must be greater than 0")
-        return value
 
 
 class PackagesConfig(BaseModel):

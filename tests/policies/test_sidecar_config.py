@@ -91,3 +91,9 @@ def test_mistakes_are_errors(raw, where):
     with pytest.raises(ValidationError) as err:
         SidecarConfig.model_validate(raw)
     assert [".".join(str(p) for p in e["loc"]) for e in err.value.errors()] == [where]
+
+
+@pytest.mark.parametrize("section", ["availability", "retention", "chartIndex"])
+def test_every_loop_interval_must_be_positive(section: str) -> None:
+    with pytest.raises(ValueError, match=f"{section}.interval\n  Value error, must be greater than 0"):
+        SidecarConfig.model_validate({section: {"interval": "0s"}})
