@@ -213,3 +213,10 @@ async def test_sweeps_wait_for_the_interval(entries: None, cache: InformerCache,
     assert await janitor.run_once(T0) is not None
     assert await janitor.run_once(T0 + timedelta(minutes=59)) is None
     assert await janitor.run_once(T0 + timedelta(hours=1)) is not None
+
+
+def test_a_cache_that_does_not_watch_releases_is_refused(kube: Kube, writer: HookedWriter) -> None:
+    """Without Releases every entry would look unreferenced, so the janitor refuses to exist."""
+    blind = InformerCache(kube, (COMPONENT, COMPONENT_VERSION))
+    with pytest.raises(ValueError, match="the retention janitor needs a cache that watches Releases"):
+        Janitor(blind, writer, CONFIG)

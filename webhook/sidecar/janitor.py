@@ -28,10 +28,11 @@ from datetime import datetime
 
 from prometheus_client import Counter, Gauge
 
-from policies.kinds import COMPONENT_VERSION
+from policies.kinds import COMPONENT_VERSION, RELEASE
 from policies.retention import Deletion, KeepReason, RetentionPlan, plan
 from policies.sidecar_config import RetentionConfig
 from policies.view import View
+from webhook.kube.cache import InformerCache
 from webhook.kube.writes import DeleteResult, Writer
 from webhook.sidecar.metrics import SidecarMetrics
 
@@ -95,6 +96,9 @@ class Janitor:
         metrics: SidecarMetrics | None = None,
         may_act: MayAct = lambda: True,
     ) -> None:
+        if isinstance(view, InformerCache) and RELEASE not in view.kinds():
+            # Without Releases every entry would look unreferenced: refuse rather than delete.
+            raise ValueError("the retention janitor needs a cache that watches Releases")
         self.view = view
         self.writer = writer
         self.config = config
