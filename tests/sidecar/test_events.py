@@ -27,6 +27,7 @@ from webhook.sidecar.events import (
     MSG_ENVELOPE,
     MSG_NOT_BATCH,
     MSG_NOT_EVENT,
+    MSG_UNAUTHORIZED,
     events_app,
 )
 
@@ -216,3 +217,20 @@ async def test_health_and_metrics_are_served(setup: dict) -> None:
     async with client_for(setup["app"]) as http:
         assert (await http.get("/healthz")).text == "ok"
         assert "catalog_warden_registry_events_total" in (await http.get("/metrics")).text
+
+
+@pytest.mark.parametrize(
+    ("authorization", "status"),
+    [(None, 401), ("Bearer wrong", 401), ("s3cret", 401), ("Bearer s3cret", 202)],
+)
+async def test_a_configured_token_is_required(setup: dict, authorization: str | None, status: int) -> None:
+    app = events_app(setup["loop"].view, setup["loop"].request_recheck, token="s3cret")
+    headers = {"Content-Type": "application/cloudevents+json"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    async with client_for(app) as http:
+        answer = await http.post("/events", json=zot_event("deleted", "ocm/component-descriptors/x", "1.0.0"),
+                                 headers=headers)  # fmt: skip
+    assert answer.status_code == status
+    if status == 401:
+        assert answer.json() == {"error": MSG_UNAUTHORIZED}

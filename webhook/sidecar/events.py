@@ -16,7 +16,8 @@ reached under several names, and a needless re-check costs one HEAD. Other event
 actions (pulls, mounts, zot scans) are accepted and ignored. Event delivery is never relied on:
 the periodic pass finds every change anyway (GC and retention emit no events at all).
 
-Answers: 202 with the matched entries; 400 naming what is wrong with the payload; 413 over
+Answers: 202 with the matched entries; 400 naming what is wrong with the payload; 401 when a
+token is configured (``CATALOG_WARDEN_EVENTS_TOKEN``) and the request does not carry it; 413 over
 1 MiB; 415 for a content type that is none of the above. ``GET /healthz`` and ``GET /metrics``
 are served on the same port.
 """
@@ -24,6 +25,7 @@ are served on the same port.
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -197,16 +199,33 @@ def affected(view: View, notices: Iterable[Notice]) -> list[str]:
 # ---- the app ----------------------------------------------------------------------------------
 
 
+TOKEN_ENV = "CATALOG_WARDEN_EVENTS_TOKEN"
+MSG_UNAUTHORIZED = (
+    "missing or wrong bearer token: configure the registry's notification endpoint to send "
+    "the header Authorization: Bearer <the value of " + TOKEN_ENV + ">"
+)
+
+
 def events_app(
     view: View,
     recheck: Callable[[Sequence[str]], None],
     metrics: SidecarMetrics | None = None,
     healthy: Callable[[], bool] = lambda: True,
+    token: str = "",
 ) -> Starlette:
-    """The sidecar's HTTP app: ``POST /events``, ``GET /healthz``, ``GET /metrics``."""
+    """The sidecar's HTTP app: ``POST /events``, ``GET /healthz``, ``GET /metrics``.
+
+    With ``token`` set, ``POST /events`` requires ``Authorization: Bearer <token>`` (distribution
+    notification endpoints and zot's HTTP sink can send a fixed header): an event can only cause a
+    re-check, but a flood of spoofed ones should not reach the registry at all.
+    """
     metrics = metrics or SidecarMetrics()
+    expected = f"Bearer {token}".encode()
 
     async def post_events(request: Request) -> Response:
+        if token and not hmac.compare_digest(request.headers.get("authorization", "").encode(), expected):
+            metrics.events.labels("unauthorized").inc()
+            return JSONResponse({"error": MSG_UNAUTHORIZED}, status_code=401)
         body = b""
         async for chunk in request.stream():
             body += chunk

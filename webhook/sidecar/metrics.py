@@ -73,7 +73,7 @@ class SidecarMetrics:
         )
         self.events = Counter(
             "catalog_warden_registry_events",
-            "Registry notifications received (matched, ignored, invalid).",
+            "Registry notifications received (matched, ignored, invalid, unauthorized).",
             ["result"],
             registry=r,
         )

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from webhook.kube.writes import Writer
 from webhook.sidecar.availability import AvailabilityLoop
 from webhook.sidecar.chart_index import ChartIndexer
 from webhook.sidecar.clients import ClientFactory, RegistryClients, default_factory
+from webhook.sidecar.events import TOKEN_ENV as EVENTS_TOKEN_ENV
 from webhook.sidecar.events import events_app
 from webhook.sidecar.janitor import Janitor
 from webhook.sidecar.metrics import SidecarMetrics
@@ -127,7 +129,12 @@ class Sidecar:
         )
         self.server = uvicorn.Server(
             uvicorn.Config(
-                events_app(self.cache, self.availability.request_recheck, self.metrics),
+                events_app(
+                    self.cache,
+                    self.availability.request_recheck,
+                    self.metrics,
+                    token=os.environ.get(EVENTS_TOKEN_ENV, ""),
+                ),
                 host=settings.events_host,
                 port=settings.events_port,
                 log_config=None,
