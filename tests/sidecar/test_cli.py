@@ -25,7 +25,7 @@ def test_bad_config_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert exited.value.code == 1
     assert capsys.readouterr().err == (
         f"catalog-warden: error: config file {config}: sidecar.availability.interval: "
-        "Value error, interval must be greater than 0\n"
+        "Value error, must be greater than 0\n"
     )
 
 

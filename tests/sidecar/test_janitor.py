@@ -219,4 +219,5 @@ def test_a_cache_that_does_not_watch_releases_is_refused(kube: Kube, writer: Hoo
     """Without Releases every entry would look unreferenced, so the janitor refuses to exist."""
     blind = InformerCache(kube, (COMPONENT, COMPONENT_VERSION))
     with pytest.raises(ValueError, match="the retention janitor needs a cache that watches Releases"):
-        Janitor(blind, writer, CONFIG)
+        Janitor(blind, writer, CONFIG.model_copy(update={"enabled": True}))
+    Janitor(blind, writer, CONFIG.model_copy(update={"enabled": False}))  # switched off: no objection

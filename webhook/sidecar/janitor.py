@@ -96,7 +96,7 @@ class Janitor:
         metrics: SidecarMetrics | None = None,
         may_act: MayAct = lambda: True,
     ) -> None:
-        if isinstance(view, InformerCache) and RELEASE not in view.kinds():
+        if config.enabled and isinstance(view, InformerCache) and RELEASE not in view.kinds():
             # Without Releases every entry would look unreferenced: refuse rather than delete.
             raise ValueError("the retention janitor needs a cache that watches Releases")
         self.view = view
