@@ -116,7 +116,7 @@ def examine_manifest(descriptor_media_type: str, content: bytes, digest: str = "
     """B7's three checks on one manifest, in order: not an index, a chart config, a supported layer."""
     try:
         manifest = json.loads(content)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # registry content is untrusted: deep nesting is not a crash
         return Unsupported(cut_message(MSG_UNPARSABLE.format(error=exc)))
     if not isinstance(manifest, Mapping):
         return Unsupported(MSG_UNPARSABLE.format(error=f"a JSON {type(manifest).__name__}, not an object"))
@@ -128,7 +128,8 @@ def examine_manifest(descriptor_media_type: str, content: bytes, digest: str = "
     if config_type not in HELM_CONFIG_MEDIA_TYPES:
         return Unsupported(cut_message(MSG_CONFIG.format(media_type=config_type)))
     raw_layers = manifest.get("layers")
-    layers = [str(layer.get("mediaType") or "") for layer in raw_layers or () if isinstance(layer, Mapping)]
+    entries = raw_layers if isinstance(raw_layers, list) else []
+    layers = [str(layer.get("mediaType") or "") for layer in entries if isinstance(layer, Mapping)]
     for candidate in HELM_LAYER_MEDIA_TYPES:
         if candidate in layers:
             return Usable(candidate, digest)

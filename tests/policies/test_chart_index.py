@@ -79,6 +79,28 @@ def test_unparsable_manifest_is_a_verdict() -> None:
     assert verdict.message.startswith("the manifest is not valid JSON of an OCI image manifest: ")
 
 
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        # registry content is untrusted: a layers field that is not a list is "no supported layer", not a crash
+        (json.dumps({"config": {"mediaType": HELM_CONFIG}, "layers": 5}).encode(), MSG_NO_LAYER.format(layers="")),
+        (json.dumps({"config": {"mediaType": HELM_CONFIG}, "layers": True}).encode(), MSG_NO_LAYER.format(layers="")),
+        (
+            json.dumps({"config": {"mediaType": HELM_CONFIG}, "layers": [{"mediaType": 7}, "x"]}).encode(),
+            MSG_NO_LAYER.format(layers="7"),
+        ),
+    ],
+)
+def test_malformed_manifest_is_a_verdict_not_a_crash(content: bytes, expected: str) -> None:
+    assert examine_manifest(OCI_MANIFEST, content) == Unsupported(expected)
+
+
+def test_deeply_nested_manifest_is_a_verdict_not_a_crash() -> None:
+    verdict = examine_manifest(OCI_MANIFEST, b"[" * 100_000 + b"]" * 100_000)
+    assert isinstance(verdict, Unsupported)
+    assert verdict.message.startswith("the manifest is not valid JSON of an OCI image manifest: ")
+
+
 def test_message_templates_are_the_references() -> None:
     assert MSG_CONFIG.format(media_type="a") == 'config media type "a" is not a helm chart config'
     assert MSG_NO_LAYER.format(layers="a, b") == "no supported chart layer, the artifact has [a, b]"
