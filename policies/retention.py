@@ -7,11 +7,14 @@ checked in this order (the first that fails is the reason it is kept):
 ==================  ==========================================================================
 kept because        the entry ...
 ==================  ==========================================================================
+UNREADABLE          has no readable ``metadata`` with name, uid and resourceVersion (a delete
+                    could not carry its preconditions)
 TERMINATING         is already being deleted
 NOT_RED             is not ``Available=False`` (True, Unknown, or never checked)
 RED_TOO_RECENT      has been False for less than ``minRedAge`` (from ``lastTransitionTime``;
-                    a missing or unreadable time counts as too recent)
-RETAINED            carries the label ``catalog-warden.io/retain: "true"``
+                    a missing or unreadable time, or one without a zone, counts as too recent)
+RETAINED            carries the label ``catalog-warden.io/retain: "true"`` (labels that are not
+                    a mapping cannot say otherwise, so they retain too)
 EXCLUDED_NAMESPACE  lives in one of ``excludedNamespaces``
 PROTECTED           carries the protection finalizer ``solar.opendefense.cloud/componentversion-ref``
 REFERENCED          is referenced by a live (non-terminating) Release
@@ -30,6 +33,9 @@ deletes with those as preconditions, so an entry that changed in between (a Rele
 finalizer was added, the artifact returned) is skipped, never forced. Deletions are ordered
 longest red first, then ``namespace/name``; the cap keeps that prefix.
 
+Malformed objects (a string where a mapping belongs) never stop the sweep: what cannot be read
+keeps its entry, and a Release whose metadata cannot be read counts as live.
+
 Pure and fast: one pass over the entries, ranking only Components that have a candidate.
 """
 
@@ -40,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from policies.availability import AVAILABLE, go_duration
 from policies.catalog_deletion import CV_PROTECTION_FINALIZER
@@ -55,6 +62,7 @@ RETAIN_LABEL = "catalog-warden.io/retain"
 
 
 class KeepReason(StrEnum):
+    UNREADABLE = "Unreadable"
     TERMINATING = "Terminating"
     NOT_RED = "NotRed"
     RED_TOO_RECENT = "RedTooRecent"
@@ -122,6 +130,22 @@ class RetentionPlan:
         return counts
 
 
+_EMPTY: Mapping[str, object] = {}
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else empty: one malformed field must not stop the sweep."""
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+_PRECONDITION_FIELDS = ("name", "uid", "resourceVersion")
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    """A time without a zone cannot be compared with ``now``: unreadable, so None."""
+    return value if value is not None and value.tzinfo is not None else None
+
+
 # ---- ranking ----------------------------------------------------------------------------------
 
 _SEMVER = re.compile(
@@ -151,9 +175,8 @@ def semver_key(tag: str) -> SemverKey | None:
 
 def newness(cv: Obj) -> tuple[object, ...]:
     """Sort key, larger is newer: semver tags above the rest, then creationTimestamp, then name."""
-    meta = cv.get("metadata") or {}
-    spec = cv.get("spec")
-    tag = spec.get("tag") if isinstance(spec, dict) else None
+    meta = _mapping(cv.get("metadata"))
+    tag = _mapping(cv.get("spec")).get("tag")
     version = semver_key(tag) if isinstance(tag, str) else None
     created = str(meta.get("creationTimestamp") or "")
     name = str(meta.get("name") or "")
@@ -172,7 +195,7 @@ def _red_since(cv: Obj) -> tuple[bool, datetime | None]:
             if cond.get("status") != "False":
                 return False, None
             since = cond.get("lastTransitionTime")
-            return True, parse_time(since) if isinstance(since, str) else None
+            return True, _aware(parse_time(since)) if isinstance(since, str) else None
     return False, None
 
 
@@ -196,9 +219,12 @@ def plan(view: View, now: datetime, config: RetentionConfig) -> RetentionPlan:
     excluded = frozenset(config.excludedNamespaces)
     oldest = now - config.minRedAge
     for cv in view.list(COMPONENT_VERSION):
-        meta = cv.get("metadata") or {}
+        meta = _mapping(cv.get("metadata"))
         namespace = str(meta.get("namespace") or "")
         key = f"{namespace}/{meta.get('name', '')}"
+        if not all(isinstance(meta.get(f), str) and meta.get(f) for f in _PRECONDITION_FIELDS):
+            kept[key] = KeepReason.UNREADABLE
+            continue
         if meta.get("deletionTimestamp") is not None:
             kept[key] = KeepReason.TERMINATING
             continue
@@ -210,7 +236,7 @@ def plan(view: View, now: datetime, config: RetentionConfig) -> RetentionPlan:
             kept[key] = KeepReason.RED_TOO_RECENT
             continue
         labels = meta.get("labels") or {}
-        if labels.get(RETAIN_LABEL) == "true":
+        if not isinstance(labels, Mapping) or labels.get(RETAIN_LABEL) == "true":
             kept[key] = KeepReason.RETAINED
             continue
         if namespace in excluded:
@@ -219,7 +245,7 @@ def plan(view: View, now: datetime, config: RetentionConfig) -> RetentionPlan:
         if CV_PROTECTION_FINALIZER in (meta.get("finalizers") or ()):
             kept[key] = KeepReason.PROTECTED
             continue
-        if any(r.get("metadata", {}).get("deletionTimestamp") is None for r in _releases(view, key)):
+        if any(_live_release(r) for r in _releases(view, key)):
             kept[key] = KeepReason.REFERENCED
             continue
         component = component_key(cv)
@@ -246,6 +272,12 @@ def _releases(view: View, key: str) -> tuple[Obj, ...]:
     return tuple(view.indexed(RELEASE, RELEASES_BY_COMPONENT_VERSION, key))
 
 
+def _live_release(release: Obj) -> bool:
+    """Not terminating; a Release whose metadata cannot be read counts as live (it may protect)."""
+    meta = release.get("metadata")
+    return not isinstance(meta, Mapping) or meta.get("deletionTimestamp") is None
+
+
 def _newest_by_component(view: View, components: set[str], keep_last: int) -> dict[str, frozenset[str]]:
     """For each Component, the ``namespace/name`` of its ``keep_last`` newest live ComponentVersions."""
     out: dict[str, frozenset[str]] = {}
@@ -253,7 +285,7 @@ def _newest_by_component(view: View, components: set[str], keep_last: int) -> di
         live = [
             cv
             for cv in view.indexed(COMPONENT_VERSION, COMPONENT_VERSIONS_BY_COMPONENT, component)
-            if (cv.get("metadata") or {}).get("deletionTimestamp") is None
+            if _mapping(cv.get("metadata")).get("deletionTimestamp") is None
         ]
         live.sort(key=newness, reverse=True)
         out[component] = frozenset(_key(cv) for cv in live[:keep_last]) if keep_last else frozenset()
@@ -261,12 +293,12 @@ def _newest_by_component(view: View, components: set[str], keep_last: int) -> di
 
 
 def _key(cv: Obj) -> str:
-    meta = cv.get("metadata") or {}
+    meta = _mapping(cv.get("metadata"))
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def _deletion(c: _Candidate) -> Deletion:
-    meta = c.cv.get("metadata") or {}
+    meta = _mapping(c.cv.get("metadata"))
     return Deletion(
         key=c.key,
         namespace=str(meta.get("namespace") or ""),

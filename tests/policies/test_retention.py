@@ -265,3 +265,56 @@ def test_defaults_are_safe() -> None:
     assert (config.enabled, config.dryRun, config.keepLast, config.maxDeletesPerSweep) == (False, False, 3, 50)
     assert config.minRedAge == timedelta(hours=168)
     assert RetentionConfig.model_validate({"minRedAge": "72h", "interval": "30m"}).minRedAge == timedelta(hours=72)
+
+
+def _malformed(path: tuple[str, ...], value: object) -> dict[str, Any]:
+    bad = cv("bad")
+    target: Any = bad
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        pytest.param(_malformed(("metadata", "labels"), "retain"), KeepReason.RETAINED, id="labels-a-string"),
+        pytest.param(
+            _malformed(("status", "conditions", 0, "lastTransitionTime"), "2026-01-01T00:00:00"),  # type: ignore[arg-type]
+            KeepReason.RED_TOO_RECENT,
+            id="transition-time-without-zone",
+        ),
+    ],
+)
+def test_a_malformed_entry_is_kept_and_the_sweep_goes_on(bad: dict[str, Any], reason: KeepReason) -> None:
+    # unreadable retention facts keep the entry (fail-closed); the other entries are still planned
+    p = run([bad, cv("good", component="other")])
+    assert deleted(p) == [f"{NS}/good"]
+    assert p.kept == {f"{NS}/bad": reason}
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        "bad",
+        {"name": "bad", "namespace": NS, "resourceVersion": "rv-bad"},
+        {"name": "bad", "namespace": NS, "uid": "uid-bad"},
+    ],
+    ids=["a-string", "no-uid", "no-resource-version"],
+)
+def test_an_entry_without_readable_preconditions_is_kept_and_the_sweep_goes_on(metadata: object) -> None:
+    bad = cv("bad")
+    bad["metadata"] = metadata
+    p = run([bad, cv("good", component="other")])
+    assert deleted(p) == [f"{NS}/good"]
+    assert list(p.kept.values()) == [KeepReason.UNREADABLE]
+
+
+@pytest.mark.parametrize("metadata", ["bad", None], ids=["a-string", "null"])
+def test_a_release_with_malformed_metadata_counts_as_live(metadata: object) -> None:
+    r = release("r", "x")
+    r["metadata"] = metadata
+    p = run([cv("x"), cv("y", component="other")], [r])
+    assert p.kept == {f"{NS}/x": KeepReason.REFERENCED}
+    assert deleted(p) == [f"{NS}/y"]
