@@ -309,3 +309,27 @@ async def test_helm_chart_pushed_by_the_fixture_is_usable(
     pushed = push_helm_chart(http, BASE, CHART, "2.0.0+build.1")
     await index(indexer, admin, helm_cache)
     assert versions(admin) == [{"version": "2.0.0+build.1", "digest": pushed.digest, "mediaType": CONTENT}]
+
+
+async def test_one_broken_repository_does_not_stop_the_others(
+    indexer: ChartIndexer,
+    repository: dict[str, Any],
+    admin: Kube,
+    helm_cache: InformerCache,
+    http: httpx.Client,
+) -> None:
+    # passes the CRD's CEL rule (^(https?|oci)://.+$) but not urlsplit; sorts before the good repository,
+    # so a crash on it would stop the pass before the good one is indexed
+    broken = {"url": "oci://[broken/chart"}
+    admin.create(
+        HELM_CLUSTER_ADDON_REPOSITORY,
+        {"apiVersion": HELM, "kind": "HelmClusterAddonRepository", "metadata": {"name": "a-broken"}, "spec": broken},
+    )
+    settle(admin, helm_cache)
+    pushed = push(http, "1.0.0", CONTENT)
+
+    report = await index(indexer, admin, helm_cache)
+
+    assert versions(admin) == [{"version": "1.0.0", "digest": pushed, "mediaType": CONTENT}]
+    assert report.repositories["a-broken"].error == "ValueError: Invalid IPv6 URL"
+    assert report.repositories[REPO].error == ""

@@ -9,7 +9,8 @@ in ``policies.chart_index``; this module only sends the requests and the writes.
 Per-tag errors (seed 004 taxonomy): 404 means the tag vanished mid-pass (treated as not listed);
 401/403 stop this repository's pass with no write at all (the credentials are wrong for every
 tag alike); anything else is ResolvePending for that tag and the rest of the pass is published.
-A failed tag listing writes nothing: a read error never turns into a verdict.
+A failed tag listing writes nothing: a read error never turns into a verdict. Each repository's
+failure, whatever it is, stays its own: the pass goes on with the others.
 
 The chart object (named by ``policies.charts_naming``) is created when missing, owned by its
 repository; it is never deleted here (an addon may still use it; the owner cascade removes it
@@ -127,15 +128,22 @@ class ChartIndexer:
         self.clients.begin_pass()
         repositories = sorted(self.view.list(HELM_CLUSTER_ADDON_REPOSITORY), key=name_of)
         for repo in repositories:
-            location = oci_location(str(dig(repo, "spec", "url", default="")))
-            if location is None:
-                continue
-            one = report.repositories.setdefault(name_of(repo), RepositoryReport())
+            one = RepositoryReport()
             try:
+                location = oci_location(str(dig(repo, "spec", "url", default="")))
+                if location is None:
+                    continue
+                report.repositories[name_of(repo)] = one
                 await self._index(repo, location, one)
-            except (RegistryError, RepositoryDenied, ApiError) as exc:
+            except Exception as exc:  # one repository's failure (even an unforeseen one) never stops the others
+                report.repositories[name_of(repo)] = one
                 one.error = f"{type(exc).__name__}: {exc}"
-                log.warning("chart index failed", extra={"fields": {"repository": name_of(repo), "error": one.error}})
+                expected = isinstance(exc, (RegistryError, RepositoryDenied, ApiError))
+                log.warning(
+                    "chart index failed",
+                    exc_info=not expected,
+                    extra={"fields": {"repository": name_of(repo), "error": one.error}},
+                )
         log.info(
             "chart index pass",
             extra={"fields": {"repositories": len(report.repositories), "requests": _requests(report)}},
