@@ -28,6 +28,11 @@ never handed out twice while its revision exists. The status write carries the n
 record together; the shell sends it before the metadata write, so a record is never dropped from
 the annotations before it is in status.
 
+A malformed revision (a string where a mapping belongs) never stops the pass for the other
+packages: labels, annotations or a status that are not mappings read as empty (and are replaced by
+the writes), owner references that cannot be read name no uid (so the finalizer stays while a
+Repository of that name exists).
+
 Pure: no I/O, no clock (``now`` comes in).
 """
 
@@ -41,12 +46,10 @@ from typing import Any
 from policies.kinds import PACKAGE_REVISION
 from policies.model import Obj
 from policies.objects import (
-    annotations_of,
     dig,
     finalizers_of,
     format_time,
     is_terminating,
-    labels_of,
     name_of,
     namespace_of,
 )
@@ -68,6 +71,31 @@ LATEST_LABEL = LATEST_LABEL_V1ALPHA2
 
 RECORD_FIELDS: Mapping[str, str] = {PUBLISHED_BY: "publishedBy", PUBLISHED_AT: "publishedAt"}
 """Publish-record annotation -> the v1alpha2 status field it moves into."""
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else empty: one malformed field must not stop the pass."""
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def _labels(revision: Obj) -> Mapping[str, Any]:
+    return _mapping(dig(revision, "metadata", "labels"))
+
+
+def _annotations(revision: Obj) -> Mapping[str, Any]:
+    return _mapping(dig(revision, "metadata", "annotations"))
+
+
+def _with_readable_owners(revision: Obj) -> Obj:
+    """``revision`` with only the owner references that are mappings (others name no uid)."""
+    owners = dig(revision, "metadata", "ownerReferences", default=())
+    if isinstance(owners, list) and all(isinstance(o, Mapping) for o in owners):
+        return revision
+    readable = [o for o in owners if isinstance(o, Mapping)] if isinstance(owners, list) else []
+    return {**revision, "metadata": {**revision["metadata"], "ownerReferences": readable}}
+
 
 PackageKey = tuple[str, str, str]
 """(namespace, ``spec.repository``, ``spec.packageName``)."""
@@ -123,7 +151,7 @@ def is_published(revision: Obj) -> bool:
 
 def _publish_order(revision: Obj) -> tuple[str, str, str]:
     """Who was published first gets the lower number: record time, then creation, then name."""
-    when = annotations_of(revision).get(PUBLISHED_AT) or str(dig(revision, "status", "publishedAt", default=""))
+    when = str(_annotations(revision).get(PUBLISHED_AT) or dig(revision, "status", "publishedAt", default=""))
     return (when, str(dig(revision, "metadata", "creationTimestamp", default="")), name_of(revision))
 
 
@@ -154,15 +182,15 @@ def releases_finalizer(revision: Obj, view: View, now: datetime) -> bool:
         return False
     if lifecycle_of(revision) is not Lifecycle.PUBLISHED:
         return True
-    return not repository_exists(revision, Context(view=view, now=now))
+    return not repository_exists(_with_readable_owners(revision), Context(view=view, now=now))
 
 
 def _desired_status(revision: Obj, number: int | None, now: datetime) -> Mapping[str, Any] | None:
-    current: Mapping[str, Any] = dig(revision, "status", default=None) or {}
+    current = _mapping(dig(revision, "status"))
     desired = dict(current)
     if number is not None:
         desired["revision"] = number
-    annotations = annotations_of(revision)
+    annotations = _annotations(revision)
     for annotation, field in RECORD_FIELDS.items():
         if annotation in annotations and field not in current:
             desired[field] = annotations[annotation]
@@ -174,9 +202,9 @@ def _desired_status(revision: Obj, number: int | None, now: datetime) -> Mapping
 def _metadata_patch(revision: Obj, latest: bool) -> Mapping[str, Any] | None:
     patch: dict[str, Any] = {}
     wanted = "true" if latest else "false"
-    if labels_of(revision).get(LATEST_LABEL) != wanted:
+    if _labels(revision).get(LATEST_LABEL) != wanted:
         patch["labels"] = {LATEST_LABEL: wanted}
-    dropped = {a: None for a in RECORD_FIELDS if a in annotations_of(revision)}
+    dropped = {a: None for a in RECORD_FIELDS if a in _annotations(revision)}
     if dropped and is_published(revision):
         patch["annotations"] = dropped
     return patch or None

@@ -255,3 +255,42 @@ def test_packages_are_planned_apart_by_repository_and_name() -> None:
 
 def test_a_steady_view_plans_nothing() -> None:
     assert plan(view_of([rev("a", number=1, latest="true"), rev("b", "Draft")]), NOW) == ()
+
+
+def _broken(field_path: tuple[str, ...], value: object, **kwargs: Any) -> Obj:
+    bad = rev("bad", number=1, **kwargs)
+    target: Any = bad
+    for step in field_path[:-1]:
+        target = target[step]
+    target[field_path[-1]] = value
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("bad", "want"),
+    [
+        pytest.param(
+            _broken(("status",), "x", record=(ALICE, T1)),
+            Want({"revision": 1, "publishedBy": ALICE, "publishedAt": T1}, {**LATEST_TRUE, "annotations": DROP_RECORD}),
+            id="status-a-string",
+        ),
+        pytest.param(_broken(("metadata", "labels"), "x"), Want(metadata=LATEST_TRUE), id="labels-a-string"),
+        pytest.param(_broken(("metadata", "annotations"), "x"), Want(metadata=LATEST_TRUE), id="annotations-a-string"),
+        # an owner reference that cannot be read names no other uid: the Repository by name still exists
+        pytest.param(_broken(("metadata", "ownerReferences"), "x", terminating=True), None, id="owners-a-string"),
+        pytest.param(_broken(("metadata", "ownerReferences"), ["x"], terminating=True), None, id="owner-a-string"),
+    ],
+)
+def test_a_malformed_revision_does_not_stop_the_pass(bad: Obj, want: Want | None) -> None:
+    other = rev("other-a", record=(ALICE, T1), package="other")
+    planned = {p.package[2]: p for p in plan(view_of([bad, other]), NOW)}
+    assert [w.key for w in planned["other"].revisions] == [f"{NS}/other-a"]
+    got = {
+        w.obj["metadata"]["name"]: Want(
+            dict(w.status) if w.status is not None else None,
+            dict(w.metadata) if w.metadata is not None else None,
+            w.release_finalizer,
+        )
+        for w in (planned["web"].revisions if "web" in planned else ())
+    }
+    assert got == ({"bad": want} if want is not None else {})
