@@ -29,7 +29,7 @@ from tests.sidecar.conftest import NS, SOLAR, T0, Counting, Writes, counting_fac
 from tests.support.registry import RegistryServer, push_artifact, push_helm_chart
 from tests.support.server import wait_until
 from webhook.kube.cache import InformerCache
-from webhook.kube.client import Kube
+from webhook.kube.client import Conflict, Kube
 from webhook.kube.writes import Writer
 from webhook.sidecar.chart_index import ChartIndexer, IndexReport
 from webhook.sidecar.clients import RegistryClients
@@ -333,3 +333,37 @@ async def test_one_broken_repository_does_not_stop_the_others(
     assert versions(admin) == [{"version": "1.0.0", "digest": pushed, "mediaType": CONTENT}]
     assert report.repositories["a-broken"].error == "ValueError: Invalid IPv6 URL"
     assert report.repositories[REPO].error == ""
+
+
+async def test_force_is_kept_when_the_forced_verdicts_could_not_be_written(
+    indexer: ChartIndexer,
+    repository: dict[str, Any],
+    admin: Kube,
+    helm_cache: InformerCache,
+    http: httpx.Client,
+    counting: Counting,
+) -> None:
+    push(http, "1.0.0", CONTENT)
+    await index(indexer, admin, helm_cache)
+    force = "reconcile.helm.deckhouse.io/force"
+    admin.patch(HELM_CLUSTER_ADDON_REPOSITORY, REPO, "", {"metadata": {"annotations": {force: "now"}}})
+    settle(admin, helm_cache)
+
+    def stale(*args: Any, **kwargs: Any) -> None:
+        raise Conflict(409, "Conflict", "the object has been modified")
+
+    # the forced pass re-examines every tag, but its status write meets a newer chart object
+    indexer.writer.patch_status = stale  # type: ignore[method-assign]
+    counting.clear()
+    report = await index(indexer, admin, helm_cache)
+    assert counting.requests == [TAGS_LIST, manifest_get("1.0.0")]
+    assert report.repositories[REPO].written is False
+    annotations = admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO)["metadata"].get("annotations") or {}
+    assert force in annotations, "a forced pass whose verdicts were not written must not consume the request"
+
+    # the next pass is still a full one; once written, the request is consumed
+    del indexer.writer.patch_status
+    counting.clear()
+    await index(indexer, admin, helm_cache)
+    assert counting.requests == [TAGS_LIST, manifest_get("1.0.0")]
+    assert force not in (admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO)["metadata"].get("annotations") or {})

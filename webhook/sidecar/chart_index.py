@@ -15,7 +15,8 @@ failure, whatever it is, stays its own: the pass goes on with the others.
 The chart object (named by ``policies.charts_naming``) is created when missing, owned by its
 repository; it is never deleted here (an addon may still use it; the owner cascade removes it
 with the repository). The force-reconcile annotation is removed only after a pass whose fetch
-ran, so a request for a full pass cannot be swallowed by a pass that failed before fetching.
+ran and whose result was stored, so a request for a full pass cannot be swallowed by a pass that
+failed before fetching or whose status write met a conflict.
 """
 
 from __future__ import annotations
@@ -166,8 +167,8 @@ class ChartIndexer:
         referenced = referenced_versions(addons, repo_name, location.chart)
         desired = desired_versions(tags, existing, examined, referenced)
         report.pending = pending_count(desired)
-        await asyncio.to_thread(self._write, repo, chart_name, location.chart, chart, desired, report)
-        if force:
+        stored = await asyncio.to_thread(self._write, repo, chart_name, location.chart, chart, desired, report)
+        if force and stored:
             await asyncio.to_thread(self._consume_force, repo)
 
     async def _examine_all(
@@ -193,10 +194,11 @@ class ChartIndexer:
         current: Obj | None,
         desired: list[dict[str, Any]],
         report: RepositoryReport,
-    ) -> None:
+    ) -> bool:
+        """Bring the chart's status to ``desired``; False when a conflict left it as it was."""
         if current is None:
             if not desired:
-                return
+                return True
             current = self.kube.create(HELM_CLUSTER_ADDON_CHART, _chart_object(repo, chart_name, chart))
             report.created = True
         status = current.get("status")
@@ -206,8 +208,11 @@ class ChartIndexer:
                 self.writer.patch_status(HELM_CLUSTER_ADDON_CHART, current, {**base, "versions": desired}) is not None
             )
         except Conflict:
-            # read from a stale cache: the next pass decides again from fresh state
+            # read from a stale cache: the next pass decides again from fresh state (and a force
+            # request stays, or the verdicts it paid for would be lost with it)
             log.info("chart status conflict", extra={"fields": {"chart": chart_name}})
+            return False
+        return True
 
     def _consume_force(self, repo: Obj) -> None:
         meta = repo.get("metadata") or {}
