@@ -17,7 +17,8 @@ publish record      the annotations ``catalog-warden.io/published-by`` / ``-at``
                     assigned without any record of the time gets ``publishedAt`` = now
 latest label        ``porch.kpt.dev/latest-revision`` (the storage key) is ``"true"`` on exactly
                     the live published revision with the highest number, ``"false"`` on every
-                    other live revision; terminating revisions are left out, as porch does
+                    other live revision; a terminating revision is never latest, and one
+                    that stays (blocked, or held by another finalizer) loses a ``"true"``
 finalizer           ``porch.kpt.dev/packagerevisions`` is released from a terminating revision
                     whose lifecycle is not Published, or whose Repository is gone or was
                     re-created (another uid than its owner reference names)
@@ -210,6 +211,9 @@ def _metadata_patch(revision: Obj, latest: bool) -> Mapping[str, Any] | None:
     return patch or None
 
 
+_LATEST_FALSE: Mapping[str, Any] = {"labels": {LATEST_LABEL: "false"}}
+
+
 def package_writes(revisions: Sequence[Obj], view: View, now: datetime) -> tuple[RevisionWrites, ...]:
     """The writes for the revisions of ONE package (``view`` answers whether its Repository exists)."""
     assigned = assign_numbers(revisions)
@@ -218,7 +222,10 @@ def package_writes(revisions: Sequence[Obj], view: View, now: datetime) -> tuple
     for revision in sorted(revisions, key=name_of):
         name = name_of(revision)
         if is_terminating(revision):
-            write = RevisionWrites(revision, release_finalizer=releases_finalizer(revision, view, now))
+            release = releases_finalizer(revision, view, now)
+            # one that stays (blocked, or held by another finalizer) must not keep a second "true"
+            stays = None if release or _labels(revision).get(LATEST_LABEL) != "true" else _LATEST_FALSE
+            write = RevisionWrites(revision, metadata=stays, release_finalizer=release)
         else:
             status = _desired_status(revision, assigned.get(name), now) if is_published(revision) else None
             write = RevisionWrites(revision, status=status, metadata=_metadata_patch(revision, name == latest))

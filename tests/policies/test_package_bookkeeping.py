@@ -99,6 +99,12 @@ class Case:
     repo_uid: str | None = REPO_UID
 
 
+def _without_finalizer(revision: Obj) -> Obj:
+    """Our finalizer already released; another controller's still holds the object."""
+    revision["metadata"]["finalizers"] = ["example.com/other"]
+    return revision
+
+
 LATEST_TRUE = {"labels": {LATEST_LABEL: "true"}}
 LATEST_FALSE = {"labels": {LATEST_LABEL: "false"}}
 DROP_RECORD = {PUBLISHED_BY: None, PUBLISHED_AT: None}
@@ -181,6 +187,19 @@ CASES = [
         "a draft claiming latest is corrected", [rev("a", "Draft", latest="true")], {"a": Want(metadata=LATEST_FALSE)}
     ),
     Case("terminating Published with its Repository: blocked", [rev("a", number=1, terminating=True)]),
+    Case(
+        "a blocked terminating latest gives the label up: exactly one true",
+        [rev("a", number=1), rev("b", number=2, latest="true", terminating=True)],
+        {"a": Want(metadata=LATEST_TRUE), "b": Want(metadata=LATEST_FALSE)},
+    ),
+    Case(
+        "a terminating latest held by another finalizer gives the label up",
+        [
+            rev("a", number=1),
+            _without_finalizer(rev("b", "DeletionProposed", number=2, latest="true", terminating=True)),
+        ],
+        {"a": Want(metadata=LATEST_TRUE), "b": Want(metadata=LATEST_FALSE)},
+    ),
     Case(
         "terminating Published, Repository gone: released",
         [rev("a", number=1, terminating=True)],
