@@ -6,6 +6,7 @@ a steady pass is exactly one tag listing and no API write; a new tag is 1 + 1.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import tarfile
@@ -367,3 +368,30 @@ async def test_force_is_kept_when_the_forced_verdicts_could_not_be_written(
     await index(indexer, admin, helm_cache)
     assert counting.requests == [TAGS_LIST, manifest_get("1.0.0")]
     assert force not in (admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO)["metadata"].get("annotations") or {})
+
+
+async def test_forbidden_manifest_stops_the_repository_without_requests_left_running(
+    indexer: ChartIndexer,
+    repository: dict[str, Any],
+    admin: Kube,
+    helm_cache: InformerCache,
+    http: httpx.Client,
+    counting: Counting,
+    writes: Writes,
+) -> None:
+    for version in ("1.0.0", "1.1.0", "1.2.0"):
+        push(http, version, CONTENT)
+    indexer.config = ChartIndexConfig(concurrency=1)
+    fail_manifests(counting, 403)
+    counting.clear()
+    writes.clear()
+    before = asyncio.all_tasks()
+
+    report = await indexer.run_once(T0)
+
+    # 401/403 is terminal for the repository: the other tags' requests are not left running behind the pass
+    left = [t for t in asyncio.all_tasks() - before if not t.done()]
+    assert left == []
+    assert counting.requests == [TAGS_LIST, manifest_get("1.0.0")]
+    assert report.repositories[REPO].error.startswith("RepositoryDenied: ")
+    assert writes.calls == []

@@ -174,15 +174,34 @@ class ChartIndexer:
     async def _examine_all(
         self, client: RegistryClient, repository: str, tags: list[str], report: RepositoryReport
     ) -> dict[str, Examination]:
-        limit = asyncio.Semaphore(self.config.concurrency)
+        """One manifest request per tag, at most ``concurrency`` in flight.
 
-        async def one(tag: str) -> tuple[str, Examination]:
+        A 401/403 ends the repository's pass: requests in flight are cancelled, and the flag is set
+        before the semaphore is released, so no waiting tag sends a request after the denial.
+        """
+        limit = asyncio.Semaphore(self.config.concurrency)
+        results: dict[str, Examination] = {}
+        denied = asyncio.Event()
+
+        async def one(tag: str) -> None:
             async with limit:
+                if denied.is_set():
+                    return
                 report.requests += 1
                 report.examined.append(tag)
-                return tag, await _examine(client, repository, tag)
+                try:
+                    results[tag] = await _examine(client, repository, tag)
+                except RepositoryDenied:
+                    denied.set()
+                    raise
 
-        return dict(await asyncio.gather(*(one(tag) for tag in tags)))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for tag in tags:
+                    group.create_task(one(tag))
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0] from None
+        return results
 
     # ---- writes (blocking; run in a worker thread) ----------------------------------------------
 
