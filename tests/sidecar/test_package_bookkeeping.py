@@ -227,8 +227,14 @@ async def test_a_published_revision_terminating_beside_its_repository_is_kept(
     gc.delete_namespaced_custom_object(*PORCH[:2], alice.ns, PORCH[2], "web-v1")
     stack.wait_cached(PACKAGE_REVISION, "web-v1", alice.ns, lambda o: bool(o and _terminating(o)))
 
-    since = len(stack.apiserver.requests)
     report = await bookkeeping_pass(stack, bookkeeper)
 
-    assert (report.results, warden_writes(stack, since)) == ({}, [])
+    # it stays, but is no longer latest: latest-revision=true must not select it beside a successor
+    assert report.results == {(f"{alice.ns}/web-v1", Write.METADATA): Result.WRITTEN}
+    assert labels(alice, "web-v1") == {"web-v1": "false"}
+    assert alice.get("web-v1")["metadata"]["finalizers"] == [FINALIZER]
+
+    since = len(stack.apiserver.requests)
+    steady = await bookkeeping_pass(stack, bookkeeper)
+    assert (steady.results, warden_writes(stack, since)) == ({}, [])
     assert alice.get("web-v1")["metadata"]["finalizers"] == [FINALIZER]
