@@ -20,6 +20,7 @@ from policies.package_bookkeeping import LATEST_LABEL
 from policies.packages import FINALIZER, PUBLISHED_AT, PUBLISHED_BY
 from tests.sidecar.conftest import T0
 from tests.support.stack import WARDEN, Stack
+from webhook.kube.cache import InformerCache
 from webhook.kube.client import Kube
 from webhook.kube.writes import Writer
 from webhook.sidecar.package_bookkeeping import BookkeepingReport, PackageBookkeeper, Result, Write
@@ -238,3 +239,13 @@ async def test_a_published_revision_terminating_beside_its_repository_is_kept(
     steady = await bookkeeping_pass(stack, bookkeeper)
     assert (steady.results, warden_writes(stack, since)) == ({}, [])
     assert alice.get("web-v1")["metadata"]["finalizers"] == [FINALIZER]
+
+
+def test_a_cache_that_does_not_watch_repositories_is_refused(stack: Stack) -> None:
+    """Without Repositories every Published revision would look orphaned and lose its finalizer."""
+    kube = Kube(stack.api_client(WARDEN))
+    blind = InformerCache(kube, (PACKAGE_REVISION,))
+    with pytest.raises(ValueError) as refused:
+        PackageBookkeeper(blind, Writer(kube, instance="test"))
+    assert str(refused.value) == "the package bookkeeping needs a cache that watches Repositories"
+    PackageBookkeeper(InformerCache(kube, (PACKAGE_REVISION, REPOSITORY)), Writer(kube, instance="test"))

@@ -32,11 +32,12 @@ from enum import StrEnum
 
 from prometheus_client import Counter
 
-from policies.kinds import PACKAGE_REVISION
+from policies.kinds import PACKAGE_REVISION, REPOSITORY
 from policies.model import Obj
 from policies.package_bookkeeping import PackageWrites, RevisionWrites, plan, releases_finalizer
 from policies.packages import FINALIZER
 from policies.view import View
+from webhook.kube.cache import InformerCache
 from webhook.kube.client import MERGE_PATCH, Conflict, NotFound
 from webhook.kube.writes import FinalizerResult, Writer
 from webhook.sidecar.metrics import SidecarMetrics
@@ -46,6 +47,7 @@ log = logging.getLogger("catalog_warden.sidecar.packages")
 MayAct = Callable[[], bool]
 REFUSED_UNSYNCED = "the cache has not synced: an unlisted revision could hold the highest number; nothing is written"
 MSG_NOT_LEADING = "this replica no longer holds the Lease; nothing more is written"
+MSG_NO_REPOSITORIES = "the package bookkeeping needs a cache that watches Repositories"
 
 
 class Write(StrEnum):
@@ -96,6 +98,9 @@ class PackageBookkeeper:
     def __init__(
         self, view: View, writer: Writer, metrics: SidecarMetrics | None = None, may_act: MayAct = lambda: True
     ) -> None:
+        if isinstance(view, InformerCache) and REPOSITORY not in view.kinds():
+            # Without Repositories every Published revision would look orphaned: its finalizer would go.
+            raise ValueError(MSG_NO_REPOSITORIES)
         self.view = view
         self.writer = writer
         self.metrics = metrics or SidecarMetrics()
