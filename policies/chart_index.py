@@ -104,10 +104,14 @@ Examination = Usable | Unsupported | Pending | Vanished
 
 
 def cut_message(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """``text`` within ``limit`` UTF-8 bytes, cut on a character boundary with ``…`` appended when cut."""
-    data = text.encode()
+    """``text`` within ``limit`` UTF-8 bytes, cut on a character boundary with ``…`` appended when cut.
+
+    Registry text is untrusted: a lone surrogate (JSON may escape one) becomes ``?``, so the result
+    always encodes, both here and when the status is sent to the API.
+    """
+    data = text.encode(errors="replace")
     if len(data) <= limit:
-        return text
+        return data.decode()
     room = limit - len(ELLIPSIS.encode())
     return data[:room].decode(errors="ignore") + ELLIPSIS
 
@@ -122,7 +126,7 @@ def examine_manifest(descriptor_media_type: str, content: bytes, digest: str = "
         return Unsupported(MSG_UNPARSABLE.format(error=f"a JSON {type(manifest).__name__}, not an object"))
     media_type = descriptor_media_type or str(manifest.get("mediaType") or "")
     if media_type in INDEX_MEDIA_TYPES or "manifests" in manifest:
-        return Unsupported(MSG_INDEX.format(media_type=media_type or "no media type"))
+        return Unsupported(cut_message(MSG_INDEX.format(media_type=media_type or "no media type")))
     config = manifest.get("config")
     config_type = str(config.get("mediaType") or "") if isinstance(config, Mapping) else ""
     if config_type not in HELM_CONFIG_MEDIA_TYPES:

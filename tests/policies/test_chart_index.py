@@ -101,6 +101,18 @@ def test_deeply_nested_manifest_is_a_verdict_not_a_crash() -> None:
     assert verdict.message.startswith("the manifest is not valid JSON of an OCI image manifest: ")
 
 
+def test_lone_surrogate_from_the_registry_is_a_verdict_with_a_writable_message() -> None:
+    # JSON may escape a lone surrogate; str.encode() refuses it, so an unsanitized message crashes the
+    # repository's pass on every sync (the tag never gets a verdict) and could not be sent to the API anyway
+    content = b'{"config": {"mediaType": "x\\ud800y"}, "layers": []}'
+    verdict = examine_manifest(OCI_MANIFEST, content)
+    assert verdict == Unsupported('config media type "x?y" is not a helm chart config')
+    entries = desired_versions(["1.0.0"], [], {"1.0.0": Unsupported("x\ud800" * 300)}, frozenset())
+    message = entries[0]["unavailableMessage"]
+    assert message == "x?" * 126 + "x…"
+    assert len(message.encode()) <= 256
+
+
 def test_message_templates_are_the_references() -> None:
     assert MSG_CONFIG.format(media_type="a") == 'config media type "a" is not a helm chart config'
     assert MSG_NO_LAYER.format(layers="a, b") == "no supported chart layer, the artifact has [a, b]"
