@@ -37,16 +37,29 @@ def ref_of(obj: Obj | None) -> str:
     return f"{ns}/{name_of(obj)}" if ns else name_of(obj)
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _items(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, list | tuple) else ()
+
+
+# The readers below never raise on a malformed object (a string where a mapping belongs, say):
+# the wrong type reads as absent. Rules that must refuse such input check its shape themselves
+# and answer 422 naming the field; loops that merely read must not stop for one bad object.
+
+
 def labels_of(obj: Obj | None) -> Mapping[str, str]:
-    return dig(obj, "metadata", "labels", default={})
+    return _mapping(dig(obj, "metadata", "labels"))
 
 
 def annotations_of(obj: Obj | None) -> Mapping[str, str]:
-    return dig(obj, "metadata", "annotations", default={})
+    return _mapping(dig(obj, "metadata", "annotations"))
 
 
 def finalizers_of(obj: Obj | None) -> tuple[str, ...]:
-    return tuple(dig(obj, "metadata", "finalizers", default=()))
+    return tuple(f for f in _items(dig(obj, "metadata", "finalizers")) if isinstance(f, str))
 
 
 def is_terminating(obj: Obj | None) -> bool:
@@ -56,7 +69,7 @@ def is_terminating(obj: Obj | None) -> bool:
 
 def condition(obj: Obj | None, type_: str) -> Obj | None:
     """The ``status.conditions[]`` entry of ``type_`` (metav1.Condition), if any."""
-    for cond in dig(obj, "status", "conditions", default=()):
+    for cond in _items(dig(obj, "status", "conditions")):
         if isinstance(cond, Mapping) and cond.get("type") == type_:
             return cond
     return None
