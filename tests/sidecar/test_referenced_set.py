@@ -289,7 +289,9 @@ async def test_a_leader_that_loses_the_lease_mid_reclamation_sends_no_further_de
     from tests.sidecar.conftest import counting_factory
     from webhook.sidecar.runner import Sidecar, SidecarSettings
 
-    config = SidecarConfig.model_validate({"referencedSet": {"namespace": WARDEN_NS}, "reclaim": {"safetyAge": "0s"}})
+    config = SidecarConfig.model_validate(
+        {"referencedSet": {"namespace": WARDEN_NS}, "reclaim": {"safetyAge": "0s"}, "packages": {"enabled": False}}
+    )
     sidecar = Sidecar(
         kube,
         PolicyConfig(sidecar=config),

@@ -123,7 +123,12 @@ class Sidecar:
             self.cache, self.writer, self.config.retention, self.metrics, may_act=self.leading.is_set
         )
         self.chart_index = ChartIndexer(self.cache, kube, self.writer, self.clients, self.config.chartIndex)
-        self.packages = PackageBookkeeper(self.cache, self.writer, self.metrics, may_act=self.leading.is_set)
+        # Built only when switched on: it refuses a cache that cannot show it every Repository.
+        self.packages = (
+            PackageBookkeeper(self.cache, self.writer, self.metrics, may_act=self.leading.is_set)
+            if self.config.packages.enabled
+            else None
+        )
         self.reclaimer = Reclaimer(
             self.cache, self.clients, self.config.reclaim, self._emit_event, self.metrics, may_act=self.leading.is_set
         )
@@ -161,7 +166,7 @@ class Sidecar:
             await self.reclaimer.run_once(published.reclaimable, now)
         if self.config.chartIndex.enabled and self.chart_index.due(now):
             await self.chart_index.run_once(now)
-        if self.config.packages.enabled:
+        if self.packages is not None:
             await self.packages.run_once(now)
 
     async def schedule(self) -> None:
