@@ -21,7 +21,7 @@ from policies.packages import FINALIZER, PUBLISHED_AT, PUBLISHED_BY
 from tests.sidecar.conftest import T0
 from tests.support.stack import WARDEN, Stack
 from webhook.kube.cache import InformerCache
-from webhook.kube.client import Kube
+from webhook.kube.client import Conflict, Kube
 from webhook.kube.writes import Writer
 from webhook.sidecar.package_bookkeeping import BookkeepingReport, PackageBookkeeper, Result, Write
 
@@ -249,3 +249,34 @@ def test_a_cache_that_does_not_watch_repositories_is_refused(stack: Stack) -> No
         PackageBookkeeper(blind, Writer(kube, instance="test"))
     assert str(refused.value) == "the package bookkeeping needs a cache that watches Repositories"
     PackageBookkeeper(InformerCache(kube, (PACKAGE_REVISION, REPOSITORY)), Writer(kube, instance="test"))
+
+
+async def test_a_failed_demotion_holds_the_promotion_so_two_revisions_are_never_latest(
+    stack: Stack, alice: User, bookkeeper: PackageBookkeeper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice.repository()
+    alice.published("web-v1")
+    await bookkeeping_pass(stack, bookkeeper)
+    alice.published("web-v2")
+
+    real_patch = bookkeeper.writer.kube.patch
+
+    def demotion_loses_a_race(kind, name, namespace, body, *args, **kwargs):
+        if name == "web-v1" and (body.get("metadata", {}).get("labels") or {}).get(LATEST_LABEL) == "false":
+            raise Conflict(409, "Conflict", "the object has been modified")
+        return real_patch(kind, name, namespace, body, *args, **kwargs)
+
+    monkeypatch.setattr(bookkeeper.writer.kube, "patch", demotion_loses_a_race)
+    report = await bookkeeper.run_once(T0)
+    v1, v2 = f"{alice.ns}/web-v1", f"{alice.ns}/web-v2"
+    assert (report.results[(v1, Write.METADATA)], report.results[(v2, Write.METADATA)]) == (
+        Result.CONFLICT,
+        Result.DEFERRED,
+    )
+    assert labels(alice, "web-v1", "web-v2") == {"web-v1": "true", "web-v2": "false"}
+
+    monkeypatch.setattr(bookkeeper.writer.kube, "patch", real_patch)
+    for name in ("web-v1", "web-v2"):
+        stack.wait_caught_up(PACKAGE_REVISION, Kube(stack.admin).get(PACKAGE_REVISION, name, alice.ns))
+    await bookkeeping_pass(stack, bookkeeper)
+    assert labels(alice, "web-v1", "web-v2") == {"web-v1": "false", "web-v2": "true"}

@@ -34,7 +34,7 @@ from prometheus_client import Counter
 
 from policies.kinds import PACKAGE_REVISION, REPOSITORY
 from policies.model import Obj
-from policies.package_bookkeeping import PackageWrites, RevisionWrites, plan, releases_finalizer
+from policies.package_bookkeeping import LATEST_LABEL, PackageWrites, RevisionWrites, plan, releases_finalizer
 from policies.packages import FINALIZER
 from policies.view import View
 from webhook.kube.cache import InformerCache
@@ -146,12 +146,18 @@ class PackageBookkeeper:
                     status_failed = True
                 else:
                     current[writes.key] = written
-        for writes in package.revisions:
+        # Labels turn "false" before any turns "true", and a "true" waits when a "false" failed,
+        # so no moment has two latest revisions (at worst none, until the next pass).
+        demoted_ok = True
+        for writes in sorted(package.revisions, key=_promotes):
             if writes.metadata is not None:
-                if status_failed:
+                if status_failed or (_promotes(writes) and not demoted_ok):
                     report.results[(writes.key, Write.METADATA)] = Result.DEFERRED
-                else:
-                    self._attempt(report, writes.key, Write.METADATA, self._metadata, writes, current[writes.key])
+                    continue
+                landed = self._attempt(report, writes.key, Write.METADATA, self._metadata, writes, current[writes.key])
+                if landed is None and _demotes(writes):
+                    demoted_ok = False
+        for writes in package.revisions:
             if writes.release_finalizer:
                 self._attempt(report, writes.key, Write.FINALIZER, self._finalizer, writes, report.now)
 
@@ -200,3 +206,18 @@ class PackageBookkeeper:
             return releases_finalizer(fresh, self.view, now)
 
         return FINALIZER_RESULTS[self.writer.remove_finalizer(PACKAGE_REVISION, writes.obj, FINALIZER, still_allowed)]
+
+
+def _latest_written(writes: RevisionWrites) -> str | None:
+    labels = (writes.metadata or {}).get("labels") or {}
+    return labels.get(LATEST_LABEL)
+
+
+def _promotes(writes: RevisionWrites) -> bool:
+    """True when the write sets the latest-revision label to "true"."""
+    return _latest_written(writes) == "true"
+
+
+def _demotes(writes: RevisionWrites) -> bool:
+    """True when the write sets the latest-revision label to "false"."""
+    return _latest_written(writes) == "false"
