@@ -11,12 +11,14 @@ import io
 import json
 import tarfile
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 
 from policies.chart_index import MSG_NO_LAYER, MSG_REMOVED
+from policies.chart_repository_status import MSG_PARTIAL, MSG_SYNCED
 from policies.charts_naming import helm_cluster_addon_chart_name
 from policies.kinds import (
     HELM_CLUSTER_ADDON,
@@ -24,7 +26,7 @@ from policies.kinds import (
     HELM_CLUSTER_ADDON_REPOSITORY,
     REGISTRY,
 )
-from policies.objects import ref_of
+from policies.objects import format_time, ref_of
 from policies.sidecar_config import ChartIndexConfig
 from tests.sidecar.conftest import NS, SOLAR, T0, Counting, Writes, counting_factory, secret_reader
 from tests.support.registry import RegistryServer, push_artifact, push_helm_chart
@@ -291,7 +293,7 @@ async def test_registry_errors_never_give_a_negative_verdict(
     assert counting.requests == [TAGS_LIST, manifest_get("1.1.0")]
     assert versions(admin)[0]["mediaType"] == CONTENT
 
-    # a failed tag listing writes nothing at all
+    # a failed tag listing writes no verdict: only the repository's status counts the failure
     def down(request: httpx.Request) -> httpx.Response | None:
         return httpx.Response(503, json={"errors": [{"code": "UNAVAILABLE", "message": "down"}]})
 
@@ -299,8 +301,9 @@ async def test_registry_errors_never_give_a_negative_verdict(
     writes.clear()
     before = versions(admin)
     report = await index(indexer, admin, helm_cache)
-    assert writes.calls == []
+    assert writes.calls == [("patch", "helmclusteraddonrepositories", REPO, "status")]
     assert versions(admin) == before
+    assert admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO)["status"]["consecutiveFetchFailures"] == 1
     assert report.repositories[REPO].error.startswith("UnexpectedStatus: ")
 
 
@@ -394,4 +397,88 @@ async def test_forbidden_manifest_stops_the_repository_without_requests_left_run
     assert left == []
     assert counting.requests == [TAGS_LIST, manifest_get("1.0.0")]
     assert report.repositories[REPO].error.startswith("RepositoryDenied: ")
-    assert writes.calls == []
+    # no verdict is written; the repository's status counts a failed fetch
+    assert writes.calls == [("patch", "helmclusteraddonrepositories", REPO, "status")]
+
+
+def repository_status(admin: Kube) -> dict[str, Any]:
+    return admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO).get("status") or {}
+
+
+async def test_repository_status_partial_then_full_then_forced(
+    indexer: ChartIndexer,
+    repository: dict[str, Any],
+    admin: Kube,
+    helm_cache: InformerCache,
+    http: httpx.Client,
+    counting: Counting,
+    writes: Writes,
+) -> None:
+    push(http, "1.0.0", CONTENT)
+    push(http, "1.1.0", CONTENT)
+
+    def flaky(request: httpx.Request) -> httpx.Response | None:
+        if request.url.path.endswith("/manifests/1.1.0"):
+            return httpx.Response(503, json={"errors": [{"code": "UNAVAILABLE", "message": "try later"}]})
+        return None
+
+    # the first pass leaves one tag pending: no full pass has ever happened, so PartialSync
+    counting.rewrite = flaky
+    await indexer.run_once(T0)
+    settle(admin, helm_cache)
+    partial = {
+        "chartCount": 1,
+        "consecutiveFetchFailures": 0,
+        "conditions": [
+            {
+                "type": "Synced",
+                "status": "False",
+                "reason": "PartialSync",
+                "message": MSG_PARTIAL.format(pending=1),
+                "lastTransitionTime": format_time(T0),
+            }
+        ],
+    }
+    assert repository_status(admin) == partial
+
+    # the same partial outcome later changes nothing, so nothing is written to the repository
+    writes.clear()
+    await indexer.run_once(T0 + timedelta(minutes=5))
+    settle(admin, helm_cache)
+    assert writes.of("helmclusteraddonrepositories") == []
+    assert repository_status(admin) == partial
+
+    # the registry answers: a full pass sets the time and Synced=True
+    counting.rewrite = None
+    t2 = T0 + timedelta(minutes=10)
+    await indexer.run_once(t2)
+    settle(admin, helm_cache)
+    synced = {
+        "type": "Synced",
+        "status": "True",
+        "reason": "Synced",
+        "message": MSG_SYNCED,
+        "lastTransitionTime": format_time(t2),
+    }
+    assert repository_status(admin) == {
+        "chartCount": 1,
+        "consecutiveFetchFailures": 0,
+        "lastSuccessfulSyncTime": format_time(t2),
+        "conditions": [synced],
+    }
+
+    # a forced pass is recorded, and its annotation is removed
+    force = "reconcile.helm.deckhouse.io/force"
+    admin.patch(HELM_CLUSTER_ADDON_REPOSITORY, REPO, "", {"metadata": {"annotations": {force: "now"}}})
+    settle(admin, helm_cache)
+    t3 = T0 + timedelta(minutes=15)
+    await indexer.run_once(t3)
+    settle(admin, helm_cache)
+    assert repository_status(admin) == {
+        "chartCount": 1,
+        "consecutiveFetchFailures": 0,
+        "lastSuccessfulSyncTime": format_time(t3),
+        "lastForceReconcileTime": format_time(t3),
+        "conditions": [synced],
+    }
+    assert force not in (admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO)["metadata"].get("annotations") or {})

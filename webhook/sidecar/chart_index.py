@@ -36,10 +36,12 @@ from policies.chart_index import (
     Vanished,
     desired_versions,
     examine_manifest,
+    listed_versions,
     pending_count,
     referenced_versions,
     tags_to_examine,
 )
+from policies.chart_repository_status import PassOutcome, desired_repository_status
 from policies.charts import ADDONS_BY_REPOSITORY, OCI_SCHEME
 from policies.charts_naming import helm_cluster_addon_chart_name
 from policies.kinds import HELM_CLUSTER_ADDON, HELM_CLUSTER_ADDON_CHART, HELM_CLUSTER_ADDON_REPOSITORY
@@ -96,6 +98,9 @@ class RepositoryReport:
     examined: list[str] = field(default_factory=list)
     created: bool = False
     written: bool = False
+    """The chart's status was written."""
+    repository_written: bool = False
+    """The repository's status was written."""
     pending: int = 0
     error: str = ""
 
@@ -135,7 +140,7 @@ class ChartIndexer:
                 if location is None:
                     continue
                 report.repositories[name_of(repo)] = one
-                await self._index(repo, location, one)
+                await self._index(repo, location, one, now)
             except Exception as exc:  # one repository's failure (even an unforeseen one) never stops the others
                 report.repositories[name_of(repo)] = one
                 one.error = f"{type(exc).__name__}: {exc}"
@@ -151,25 +156,40 @@ class ChartIndexer:
         )
         return report
 
-    async def _index(self, repo: Obj, location: OciLocation, report: RepositoryReport) -> None:
+    async def _index(self, repo: Obj, location: OciLocation, report: RepositoryReport, now: datetime) -> None:
         client = await self.clients.client(location.hostname)
+        force = FORCE_RECONCILE_ANNOTATION in (dig(repo, "metadata", "annotations", default=None) or {})
+        try:
+            tags, current, desired = await self._fetch(client, repo, location, force, report)
+        except (RegistryError, RepositoryDenied) as exc:
+            failed = PassOutcome(fetched=True, failed=True, error=f"{type(exc).__name__}: {exc}")
+            await asyncio.to_thread(self._write_repository, repo, failed, now, False, report)
+            raise
+        chart_name = helm_cluster_addon_chart_name(name_of(repo), location.chart)
+        stored = await asyncio.to_thread(self._write, repo, chart_name, location.chart, current, desired, report)
+        if not stored:
+            return  # a conflict: the next pass decides again from fresh state, repository status included
+        charts = 1 if listed_versions(tags) else 0
+        outcome = PassOutcome(fetched=True, pending=report.pending, charts=charts, force_handled=force)
+        await asyncio.to_thread(self._write_repository, repo, outcome, now, force, report)
+
+    async def _fetch(
+        self, client: RegistryClient, repo: Obj, location: OciLocation, force: bool, report: RepositoryReport
+    ) -> tuple[list[str], Obj | None, list[dict[str, Any]]]:
+        """The tag listing and the manifest requests: the listed tags, the chart as read, its desired versions."""
         report.requests += 1
         tags = await client.tags(location.repository)
         repo_name = name_of(repo)
-        chart_name = helm_cluster_addon_chart_name(repo_name, location.chart)
-        chart = self.view.get(HELM_CLUSTER_ADDON_CHART, chart_name)
+        chart = self.view.get(HELM_CLUSTER_ADDON_CHART, helm_cluster_addon_chart_name(repo_name, location.chart))
         existing = dig(chart, "status", "versions", default=None)
         existing = existing if isinstance(existing, list) else None
-        force = FORCE_RECONCILE_ANNOTATION in (dig(repo, "metadata", "annotations", default=None) or {})
         todo = tags_to_examine(tags, existing, force)
         examined = await self._examine_all(client, location.repository, todo, report)
         addons = self.view.indexed(HELM_CLUSTER_ADDON, ADDONS_BY_REPOSITORY, repo_name)
         referenced = referenced_versions(addons, repo_name, location.chart)
         desired = desired_versions(tags, existing, examined, referenced)
         report.pending = pending_count(desired)
-        stored = await asyncio.to_thread(self._write, repo, chart_name, location.chart, chart, desired, report)
-        if force and stored:
-            await asyncio.to_thread(self._consume_force, repo)
+        return list(tags), chart, desired
 
     async def _examine_all(
         self, client: RegistryClient, repository: str, tags: list[str], report: RepositoryReport
@@ -232,6 +252,27 @@ class ChartIndexer:
             log.info("chart status conflict", extra={"fields": {"chart": chart_name}})
             return False
         return True
+
+    def _write_repository(
+        self, repo: Obj, outcome: PassOutcome, now: datetime, force: bool, report: RepositoryReport
+    ) -> None:
+        """The repository's status (only when it changed), then the force request is consumed.
+
+        Both are conditional on the resourceVersion read; the status goes first and the annotation
+        is removed at the version that write produced, so the two never conflict with each other,
+        and a force request stays when the status recording that it was acted on could not be written.
+        """
+        desired = desired_repository_status(
+            repo.get("status") if isinstance(repo.get("status"), Mapping) else None, outcome, now
+        )
+        try:
+            written = self.writer.patch_status(HELM_CLUSTER_ADDON_REPOSITORY, repo, desired)
+        except Conflict:
+            log.info("repository status conflict", extra={"fields": {"repository": name_of(repo)}})
+            return
+        report.repository_written = written is not None
+        if force:
+            self._consume_force(written if written is not None else repo)
 
     def _consume_force(self, repo: Obj) -> None:
         meta = repo.get("metadata") or {}
