@@ -193,6 +193,16 @@ def build_api_client(
 Query = Sequence[tuple[str, str]]
 
 
+def _read(raw: urllib3.BaseHTTPResponse, method: str, path: str) -> bytes:
+    """The whole body, the connection handed back to the pool; a broken read is :class:`Unreachable`."""
+    try:
+        return raw.data
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise Unreachable(0, "Unreachable", f"{method} {path}: {exc}") from exc
+    finally:
+        raw.release_conn()
+
+
 class WatchStream:
     """One open watch: iterate decoded events; :meth:`close` from any thread ends the iteration."""
 
@@ -275,13 +285,7 @@ class Kube:
             raise Unreachable(0, "Unreachable", f"{method} {path}: {exc}") from exc
         raw: urllib3.BaseHTTPResponse = response.response
         if not 200 <= raw.status < 300:
-            try:
-                data = raw.data
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                raise Unreachable(0, "Unreachable", f"{method} {path}: {exc}") from exc
-            finally:
-                raw.release_conn()
-            raise error_from_status(raw.status, _decode(data))
+            raise error_from_status(raw.status, _decode(_read(raw, method, path)))
         return raw
 
     def request(
@@ -294,14 +298,7 @@ class Kube:
         timeout: float | tuple[float, float] | None = None,
     ) -> Obj:
         """Send one request and return the decoded JSON answer (raises :class:`ApiError`)."""
-        raw = self._send(method, path, query, body, content_type, timeout)
-        try:
-            data = raw.data
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Unreachable(0, "Unreachable", f"{method} {path}: {exc}") from exc
-        finally:
-            raw.release_conn()
-        return _decode(data)
+        return _decode(_read(self._send(method, path, query, body, content_type, timeout), method, path))
 
     def stream(self, path: str, query: Query, timeout: float | tuple[float, float] | None = None) -> WatchStream:
         """Open a watch (``watch=true`` must be in ``query``); the caller iterates and closes it."""
