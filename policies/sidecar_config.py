@@ -109,6 +109,9 @@ class ReclaimConfig(BaseModel):
     """At most this many removals per registry and pass; 0 plans but removes nothing."""
     dryRun: bool = False
     """Log the plan (and emit Events) without removing anything."""
+    maxRemovalShare: float = Field(default=0.5, ge=0.0, le=1.0)
+    """The circuit breaker holds a plan that would remove more than this share of a repository's
+    tags until an operator confirms it; 1 turns this check off, 0 holds every removal."""
 
 
 class RetentionConfig(BaseModel):

@@ -7,19 +7,26 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from policies.reclaim import (
+    CONFIRM_ANNOTATION,
+    REFUSED_BREAKER,
     REFUSED_INCOMPLETE,
     REFUSED_UNKNOWN_REGISTRY,
     SKIP_AGE_UNKNOWN,
     SKIP_KEPT_DIGEST,
     SKIP_UNKNOWN_DIGEST,
     SKIP_UNMANAGED,
+    TRIP_NOT_LISTED,
+    TRIP_NOTHING_FOUND,
     Action,
     ActionKind,
     ReclaimMode,
     ReclaimPlan,
     Skip,
     TagInfo,
+    TripReason,
+    breaker,
     plan,
+    plan_fingerprint,
     reclaim_mode_of,
 )
 from policies.referenced_set import IncompleteSet, Keep, ReferencedSet
@@ -216,3 +223,222 @@ def test_a_host_spelled_another_way_still_keeps_its_artifacts():
         assert [(a.repository, a.reference) for a in result.actions] == [
             (repo(ns), d(2)) for ns in ("team-a", "team-b", "team-c")
         ], registry
+
+
+# ---- the circuit breaker ----------------------------------------------------------------------
+
+MISSING_REPO = "ocm/component-descriptors/example.com/demo-typo"
+SHARE = 0.5
+
+
+def guarded(listing, referenced=KEPT, cap=100, share=SHARE, confirmed="", approval=None, mode=DELETE) -> ReclaimPlan:
+    return breaker(
+        run(listing, mode=mode, referenced=referenced, cap=cap), referenced, listing, share, confirmed, approval
+    )
+
+
+def tags(repo: str, *specs: tuple[str, int]) -> dict[str, list[TagInfo]]:
+    return {repo: [TagInfo(tag, d(n), OLD) for tag, n in specs]}
+
+
+# A healthy repository: the kept 1.0.0 and 1.1.0 are there, one old artifact nobody keeps.
+HEALTHY = tags(REPO, ("1.0.0", 1), ("1.1.0", 2), ("0.9.0", 3))
+MISCONFIGURED = ReferencedSet(1, NOW, {HOST: {MISSING_REPO: Keep(("1.0.0", "1.1.0"))}})
+NOT_LISTED = TRIP_NOT_LISTED.format(repository=MISSING_REPO)
+
+
+@pytest.mark.parametrize(
+    ("case", "listing", "referenced", "share", "trips"),
+    [
+        ("healthy: nothing trips", HEALTHY, KEPT, SHARE, []),
+        (
+            "a kept repository missing from the catalog",
+            {**HEALTHY, GONE_REPO: [TagInfo("2.0.0", d(5), OLD), TagInfo("2.1.0", d(6), OLD)]},
+            ReferencedSet(1, NOW, {HOST: {REPO: Keep(("1.0.0",)), MISSING_REPO: Keep(("1.0.0",))}}),
+            1.0,
+            [(TripReason.UNRESOLVED, MISSING_REPO, NOT_LISTED)],
+        ),
+        (
+            "a kept repository that holds none of its kept tags",
+            tags(REPO, ("2.0.0", 4), ("2.1.0", 5), ("2.2.0", 6)),
+            KEPT,
+            1.0,
+            [(TripReason.UNRESOLVED, REPO, TRIP_NOTHING_FOUND.format(repository=REPO, count=2))],
+        ),
+        (
+            "a red entry whose tag is gone while the repository holds other kept artifacts",
+            tags(REPO, ("1.0.0", 1), ("0.9.0", 3), ("0.8.0", 4), ("0.7.0", 5)),
+            KEPT,
+            1.0,
+            [],
+        ),
+        (
+            "kept tags gone but a kept digest still listed (the tag moved)",
+            tags(REPO, ("latest", 7), ("0.9.0", 3), ("0.8.0", 4)),
+            KEPT,
+            1.0,
+            [],
+        ),
+        (
+            "more than the share of a repository's tags",
+            tags(REPO, ("1.0.0", 1), ("0.9.0", 3), ("0.8.0", 4), ("0.7.0", 5)),
+            ReferencedSet(1, NOW, {HOST: {REPO: Keep(("1.0.0",))}}),
+            SHARE,
+            [(TripReason.SHARE, REPO, f"{REPO}: 3 of 4 tag(s) would go, more than reclaim.maxRemovalShare 0.5")],
+        ),
+        (
+            "exactly the share does not trip",
+            tags(REPO, ("1.0.0", 1), ("1.1.0", 2), ("0.9.0", 3), ("0.8.0", 4)),
+            KEPT,
+            SHARE,
+            [],
+        ),
+        (
+            "a share of 1 never trips, even for a whole repository",
+            {**HEALTHY, GONE_REPO: [TagInfo("2.0.0", d(5), OLD)]},
+            KEPT,
+            1.0,
+            [],
+        ),
+        (
+            "a repository no entry keeps any more is reclaimed whole: more than any share below 1",
+            {**HEALTHY, GONE_REPO: [TagInfo("2.0.0", d(5), OLD)]},
+            KEPT,
+            0.99,
+            [
+                (
+                    TripReason.SHARE,
+                    GONE_REPO,
+                    f"{GONE_REPO}: 1 of 1 tag(s) would go, more than reclaim.maxRemovalShare 0.99",
+                )
+            ],
+        ),
+        (
+            "a share of 0 holds any removal",
+            HEALTHY,
+            KEPT,
+            0.0,
+            [(TripReason.SHARE, REPO, f"{REPO}: 1 of 3 tag(s) would go, more than reclaim.maxRemovalShare 0")],
+        ),
+        (
+            "the misconfigured Component: both signs, the missing repository first",
+            tags(REPO, *[(f"1.0.{i}", i) for i in range(1, 10)]),
+            MISCONFIGURED,
+            SHARE,
+            [
+                (TripReason.UNRESOLVED, MISSING_REPO, NOT_LISTED),
+                (TripReason.SHARE, REPO, f"{REPO}: 9 of 9 tag(s) would go, more than reclaim.maxRemovalShare 0.5"),
+            ],
+        ),
+    ],
+)
+def test_the_breaker_trips_on_signs_of_a_misconfiguration(case, listing, referenced, share, trips):
+    result = guarded(listing, referenced=referenced, share=share)
+    assert [(t.reason, t.repository, t.message) for t in result.trips] == trips, case
+    if trips:
+        assert result.actions == () and result.deferred == len(result.candidates) > 0, case
+        assert result.refused == REFUSED_BREAKER.format(
+            registry=HOST,
+            count=len(result.candidates),
+            annotation=CONFIRM_ANNOTATION,
+            fingerprint=result.fingerprint,
+            trips="; ".join(t[2] for t in trips),
+        ), case
+    else:
+        assert (result.refused, result.fingerprint) == ("", ""), case
+        assert result.actions == result.candidates != (), case
+
+
+def test_the_refusal_message_names_the_registry_the_fingerprint_and_the_way_out():
+    listing = tags(REPO, ("1.0.0", 1), ("0.9.0", 3), ("0.8.0", 4))
+    result = guarded(listing, referenced=MISCONFIGURED)
+    # pinned: an operator copies it from an Event, so it must not change between processes or releases
+    assert result.fingerprint == "e20e406ae464ae52"
+    assert result.refused == (
+        f"circuit breaker: nothing is reclaimed in {HOST} until an operator confirms this plan of 3 removal(s) "
+        f"with the Registry annotation catalog-warden.io/reclaim-confirm={result.fingerprint}: "
+        f"{MISSING_REPO} is kept by the referenced set but is not in the registry's catalog "
+        "(does a Component map its versions to the wrong repository?); "
+        f"{REPO}: 3 of 3 tag(s) would go, more than reclaim.maxRemovalShare 0.5"
+    )
+
+
+def test_many_trips_are_summarised():
+    kept = {f"ocm/component-descriptors/example.com/gone{i}": Keep(("1.0.0",)) for i in range(5)}
+    result = guarded(HEALTHY, referenced=ReferencedSet(1, NOW, {HOST: {**kept, REPO: Keep(("1.0.0",))}}), share=1.0)
+    assert len(result.trips) == 5
+    assert result.refused.endswith("; and 2 more")
+
+
+def test_no_removal_no_breaker():
+    """Nothing to remove, nothing to hold: a missing kept repository alone changes nothing."""
+    listing = tags(REPO, ("1.0.0", 1))
+    referenced = ReferencedSet(1, NOW, {HOST: {REPO: Keep(("1.0.0",)), MISSING_REPO: Keep(("1.0.0",))}})
+    result = guarded(listing, referenced=referenced)
+    assert result == run(listing, referenced=referenced)
+    assert (result.candidates, result.trips, result.refused) == ((), (), "")
+
+
+@pytest.mark.parametrize(
+    "proposed",
+    [
+        ReclaimPlan(HOST, DELETE, refused="the referenced set is incomplete (x); nothing is reclaimed"),
+        ReclaimPlan(HOST, DELETE),
+    ],
+)
+def test_a_refused_or_empty_plan_passes_unchanged(proposed):
+    assert breaker(proposed, MISCONFIGURED, {}, SHARE) == proposed
+
+
+def test_the_confirmed_fingerprint_lets_exactly_that_plan_through():
+    listing = tags(REPO, *[(f"1.0.{i}", i) for i in range(1, 6)])
+    held = guarded(listing, referenced=MISCONFIGURED)
+    assert held.refused and held.actions == ()
+    passed = guarded(listing, referenced=MISCONFIGURED, confirmed=held.fingerprint)
+    assert (passed.refused, passed.confirmed, passed.fingerprint) == ("", True, held.fingerprint)
+    assert passed.actions == held.candidates and len(passed.actions) == 5
+
+
+@pytest.mark.parametrize(
+    ("case", "listing"),
+    [
+        ("one more artifact to remove", tags(REPO, *[(f"1.0.{i}", i) for i in range(1, 7)])),
+        ("one fewer", tags(REPO, *[(f"1.0.{i}", i) for i in range(1, 5)])),
+        ("a tag re-pushed at another digest", tags(REPO, ("1.0.1", 9), *[(f"1.0.{i}", i) for i in range(2, 6)])),
+    ],
+)
+def test_a_changed_plan_is_refused_again_with_a_new_fingerprint(case, listing):
+    confirmed = guarded(tags(REPO, *[(f"1.0.{i}", i) for i in range(1, 6)]), referenced=MISCONFIGURED).fingerprint
+    result = guarded(listing, referenced=MISCONFIGURED, confirmed=confirmed)
+    assert result.actions == () and result.refused, case
+    assert result.fingerprint != confirmed and f"reclaim-confirm={result.fingerprint}:" in result.refused, case
+
+
+def test_the_fingerprint_ignores_ages_order_and_time_but_not_registry_or_mode():
+    listing = tags(REPO, *[(f"1.0.{i}", i) for i in range(1, 6)])
+    first = guarded(listing, referenced=MISCONFIGURED)
+    later = {REPO: [TagInfo(t.tag, t.digest, OLDER) for t in reversed(listing[REPO])]}
+    assert guarded(later, referenced=MISCONFIGURED).fingerprint == first.fingerprint
+    assert plan_fingerprint(HOST, DELETE, first.trips, first.candidates) == first.fingerprint
+    assert plan_fingerprint("other.example", DELETE, first.trips, first.candidates) != first.fingerprint
+    assert plan_fingerprint(HOST, UNTAG, first.trips, first.candidates) != first.fingerprint
+    assert len(first.fingerprint) == 16 and int(first.fingerprint, 16) >= 0
+
+
+def test_a_confirmed_plan_bigger_than_the_cap_goes_on_within_its_approval_and_no_further():
+    """The cap leaves part of a confirmed plan for later passes: the rest goes without a new
+    confirmation (it is within what was confirmed); anything new is held again."""
+    listing = tags(REPO, *[(f"1.0.{i}", i) for i in range(1, 6)])
+    held = guarded(listing, referenced=MISCONFIGURED, cap=2)
+    first = guarded(listing, referenced=MISCONFIGURED, cap=2, confirmed=held.fingerprint)
+    assert (first.confirmed, [a.reference for a in first.actions], first.deferred) == (True, [d(1), d(2)], 3)
+    approval = first.approval()
+
+    rest = {REPO: [t for t in listing[REPO] if t.digest not in (d(1), d(2))]}
+    second = guarded(rest, referenced=MISCONFIGURED, cap=2, confirmed=held.fingerprint, approval=approval)
+    assert second.fingerprint != held.fingerprint, "the rest is another plan..."
+    assert (second.confirmed, [a.reference for a in second.actions]) == (True, [d(3), d(4)]), "...within the approval"
+
+    grown = {REPO: [*rest[REPO], TagInfo("1.0.9", d(9), OLD)]}
+    third = guarded(grown, referenced=MISCONFIGURED, cap=2, confirmed=held.fingerprint, approval=approval)
+    assert third.actions == () and third.refused, "a removal nobody confirmed is held"

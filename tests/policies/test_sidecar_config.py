@@ -16,7 +16,7 @@ def test_defaults():
     assert config.model_dump() == {
         "availability": {"enabled": True, "interval": "5m0s", "misses": 3, "grace": "10m0s", "concurrency": 8},
         "referencedSet": {"enabled": True, "configMap": "catalog-warden-referenced-set", "namespace": "catalog-warden"},
-        "reclaim": {"safetyAge": "24h0m0s", "perPassCap": 100, "dryRun": False},
+        "reclaim": {"safetyAge": "24h0m0s", "perPassCap": 100, "dryRun": False, "maxRemovalShare": 0.5},
         "retention": {
             "enabled": False,
             "interval": "1h0m0s",
@@ -85,6 +85,9 @@ def test_yaml_shaped_input_and_round_trip():
         ({"availability": {"grace": "soon"}}, "availability.grace"),
         ({"referencedSet": {"configmap": "x"}}, "referencedSet.configmap"),
         ({"reclaim": {"perPassCap": -1}}, "reclaim.perPassCap"),
+        ({"reclaim": {"maxRemovalShare": 1.5}}, "reclaim.maxRemovalShare"),
+        ({"reclaim": {"maxRemovalShare": -0.1}}, "reclaim.maxRemovalShare"),
+        ({"reclaim": {"maxRemovalShare": "half"}}, "reclaim.maxRemovalShare"),
     ],
 )
 def test_mistakes_are_errors(raw, where):
