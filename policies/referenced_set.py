@@ -4,6 +4,9 @@ Seed 000: the set is every retained live ComponentVersion, green or red (a red e
 janitor has not reaped keeps its artifact), terminating ones too (they still exist). It is
 *complete* only when the view is synced and every entry's coordinates resolved; one entry
 without coordinates could be the only claim on some artifact, so then nothing is complete.
+The sidecar hands :func:`collect` a fresh list of entries read from the apiserver (not its
+cache), so an entry created while a watch was down is in the set; :func:`compute` is the same
+over a view, for tests and offline use.
 
 The two results are distinct types so an incomplete one cannot be published by mistake:
 :class:`ReferencedSet` (complete; has :meth:`~ReferencedSet.to_json` and is what reclamation
@@ -37,7 +40,7 @@ from policies.view import View
 
 CONFIGMAP_KEY = "referenced-set.json"
 
-MSG_UNSYNCED = "the cluster cache has not synced; the set would miss entries"
+MSG_UNSYNCED = "the cluster cache is not live (not synced yet, or a watch is down); the set would miss entries"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from tests.support.registry import RegistryServer, push_helm_chart, push_ocm_com
 from webhook.kube.client import ApiError, Kube
 from webhook.sidecar.clients import RegistryClients
 from webhook.sidecar.reclaim import MSG_FAILED, MSG_PARTIAL, Reclaimer
-from webhook.sidecar.referenced_set import Publication, ReferencedSetPublisher
+from webhook.sidecar.referenced_set import FreshSet, Publication, ReferencedSetPublisher
 
 pytestmark = pytest.mark.anyio
 
@@ -70,8 +70,10 @@ def publisher(cache, kube: Kube) -> ReferencedSetPublisher:
     return ReferencedSetPublisher(cache, kube, ReferencedSetConfig(namespace=WARDEN_NS))
 
 
-def reclaimer(cache, clients: RegistryClients, **config: object) -> Reclaimer:
-    return Reclaimer(cache, clients, ReclaimConfig(**{"safetyAge": "0s", **config}))
+def reclaimer(cache, kube: Kube, clients: RegistryClients, **config: object) -> Reclaimer:
+    """Reclamation without the share breaker (OTHER_REPO is reclaimed whole); the breaker has its own tests."""
+    settings = ReclaimConfig(**{"safetyAge": "0s", "maxRemovalShare": 1.0, **config})
+    return Reclaimer(cache, clients, settings, fresh=FreshSet(kube, cache))
 
 
 def published(kube: Kube) -> dict:
@@ -90,7 +92,7 @@ async def test_reclamation_and_garbage_collect_free_exactly_the_unreferenced_blo
         "registries": {registry.hostname: {DEMO_REPO: {"digests": [], "tags": ["1.0.0", "1.1.0"]}}},
     }
     stored = registry.blob_digests()
-    reports = await reclaimer(cache, clients).run_once(result.reclaimable, T0)
+    reports = await reclaimer(cache, kube, clients).run_once(result.reclaimable, T0)
 
     assert [(r.registry, r.refused, r.removed, r.failed) for r in reports] == [
         (
@@ -154,7 +156,7 @@ async def test_incomplete_set_publishes_nothing_and_reclaims_nothing(
     assert writes.of() == []
     assert kube.get(CONFIG_MAP, CONFIG_NAME, WARDEN_NS) == before, "the last published set stands"
 
-    reports = await reclaimer(cache, clients).run_once(result.reclaimable, T0 + timedelta(minutes=5))
+    reports = await reclaimer(cache, kube, clients).run_once(result.reclaimable, T0 + timedelta(minutes=5))
     assert [r.refused for r in reports] == [
         REFUSED_INCOMPLETE.format(
             summary=f"ComponentVersion {NS}/green: Component {NS}/example-com-demo does not exist; "
@@ -170,7 +172,7 @@ async def test_a_repository_that_cannot_be_listed_reclaims_nothing_in_that_regis
     result = await publisher(cache, kube).publish(T0)
     failing = f"/v2/{OTHER_REPO}/tags/list"
     counting.rewrite = lambda request: httpx.Response(500) if request.url.path == failing else None
-    reports = await reclaimer(cache, clients).run_once(result.reclaimable, T0)
+    reports = await reclaimer(cache, kube, clients).run_once(result.reclaimable, T0)
     assert [(r.removed, r.refused) for r in reports] == [
         ([], MSG_PARTIAL.format(registry=registry.hostname, why=f"GET http://{registry.hostname}{failing}: HTTP 500"))
     ]
@@ -183,11 +185,11 @@ async def test_dry_run_and_cap_remove_nothing_or_at_most_the_cap(
     registry: RegistryServer, pushed: dict, cache, kube: Kube, clients: RegistryClients, counting: Counting
 ) -> None:
     result = await publisher(cache, kube).publish(T0)
-    dry = await reclaimer(cache, clients, dryRun=True).run_once(result.reclaimable, T0)
+    dry = await reclaimer(cache, kube, clients, dryRun=True).run_once(result.reclaimable, T0)
     assert dry[0].removed == [f"{DEMO_REPO}@{pushed['orphan'].digest}", f"{OTHER_REPO}@{pushed['other'].digest}"]
     assert all(method != "DELETE" for method, _ in counting.requests)
 
-    capped = await reclaimer(cache, clients, perPassCap=1).run_once(result.reclaimable, T0)
+    capped = await reclaimer(cache, kube, clients, perPassCap=1).run_once(result.reclaimable, T0)
     assert (capped[0].removed, capped[0].plan.deferred) == ([f"{DEMO_REPO}@{pushed['orphan'].digest}"], 1)
     assert [p for m, p in counting.requests if m == "DELETE"] == [
         f"/v2/{DEMO_REPO}/manifests/{pushed['orphan'].digest}"
@@ -198,7 +200,7 @@ async def test_nothing_younger_than_the_safety_age_is_removed(
     registry: RegistryServer, pushed: dict, cache, kube: Kube, clients: RegistryClients, counting: Counting
 ) -> None:
     result = await publisher(cache, kube).publish(T0)
-    reclaim = reclaimer(cache, clients, safetyAge="1h")
+    reclaim = reclaimer(cache, kube, clients, safetyAge="1h")
     first = await reclaim.run_once(result.reclaimable, T0)
     assert first[0].removed == [] and first[0].plan.actions == ()
     later = await reclaim.run_once(result.reclaimable, T0 + timedelta(hours=1))
@@ -222,7 +224,7 @@ async def test_unannotated_registry_is_never_listed(
     )
     world.settle()
     result = await publisher(cache, kube).publish(T0)
-    assert await reclaimer(cache, clients).run_once(result.reclaimable, T0) == []
+    assert await reclaimer(cache, kube, clients).run_once(result.reclaimable, T0) == []
     assert counting.requests == []
 
 
@@ -245,7 +247,7 @@ async def test_an_entry_created_while_the_registry_is_listed_keeps_its_artifact(
             world.settle()
 
     counting.after = discovery_creates_an_entry
-    reports = await reclaimer(cache, clients).run_once(result.reclaimable, T0)
+    reports = await reclaimer(cache, kube, clients).run_once(result.reclaimable, T0)
     assert [(r.refused, r.removed) for r in reports] == [("", [f"{OTHER_REPO}@{pushed['other'].digest}"])]
     with registry.http() as http:
         assert sorted(http.get(f"/v2/{DEMO_REPO}/tags/list").json()["tags"]) == ["0.9.0", "1.0.0", "1.1.0"]
@@ -265,7 +267,10 @@ async def test_one_registry_that_fails_does_not_stop_reclamation_in_the_others(
         raise ApiError(0, "Unreachable", "connection refused")
 
     reclaim = Reclaimer(
-        cache, RegistryClients(cache, read_secret, counting_factory(counting)), ReclaimConfig(safetyAge="0s")
+        cache,
+        RegistryClients(cache, read_secret, counting_factory(counting)),
+        ReclaimConfig(safetyAge="0s", maxRemovalShare=1.0),
+        fresh=FreshSet(kube, cache),
     )
     result = await publisher(cache, kube).publish(T0)
     reports = await reclaim.run_once(result.reclaimable, T0)
@@ -290,7 +295,11 @@ async def test_a_leader_that_loses_the_lease_mid_reclamation_sends_no_further_de
     from webhook.sidecar.runner import Sidecar, SidecarSettings
 
     config = SidecarConfig.model_validate(
-        {"referencedSet": {"namespace": WARDEN_NS}, "reclaim": {"safetyAge": "0s"}, "packages": {"enabled": False}}
+        {
+            "referencedSet": {"namespace": WARDEN_NS},
+            "reclaim": {"safetyAge": "0s", "maxRemovalShare": 1.0},
+            "packages": {"enabled": False},
+        }
     )
     sidecar = Sidecar(
         kube,

@@ -1,6 +1,11 @@
-"""Publishing the referenced set: only a complete set, only when its content changed.
+"""Publishing the referenced set: only a complete set, from fresh truth, only when its content changed.
 
-Each pass computes the set from the informer cache (``policies.referenced_set.compute``). An
+Each pass computes the set (``policies.referenced_set.collect``) from a *fresh* list of
+Components and ComponentVersions read from the apiserver just before (:class:`FreshSet`), never
+from the informer cache: a cache whose watch was cut, or is behind, would miss an entry created
+meanwhile, and its artifact would look unreferenced. The fresh list is taken only while the
+cache is live too (``view.synced``: the Registries and Secrets reclamation reads come from it),
+and a failed list is an incomplete set. An
 :class:`~policies.referenced_set.IncompleteSet` publishes nothing (the last published ConfigMap
 stands) and is handed on as is, so reclamation refuses too. A complete set whose keeps equal the
 published ones writes nothing; otherwise the ConfigMap is written with the next generation, as
@@ -21,18 +26,52 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from policies.kinds import CONFIG_MAP
+from policies.kinds import COMPONENT, COMPONENT_VERSION, CONFIG_MAP
 from policies.model import Obj
-from policies.referenced_set import CONFIGMAP_KEY, IncompleteSet, ReferencedSet, compute
+from policies.objects import name_of, namespace_of
+from policies.referenced_set import CONFIGMAP_KEY, MSG_UNSYNCED, IncompleteSet, ReferencedSet, collect
 from policies.sidecar_config import ReferencedSetConfig
 from policies.view import View
 from webhook.kube.client import Conflict, Kube, NotFound
+from webhook.kube.listing import PAGE_SIZE, list_all
 from webhook.sidecar.metrics import SidecarMetrics
 
 log = logging.getLogger("catalog_warden.sidecar.referenced_set")
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "catalog-warden", "app.kubernetes.io/component": "referenced-set"}
 TIMEOUT = 10.0
+MSG_FRESH_LIST_FAILED = "the fresh list of {kind} failed ({error}); the set would miss entries"
+
+
+class FreshSet:
+    """The referenced set from the apiserver's current truth; blocking (call it in a thread).
+
+    ``view`` is the informer cache: it is not read for entries, only asked whether it is live,
+    because everything else a pass decides with (which Registries opted in, their annotations,
+    credentials) comes from it. Components are listed before ComponentVersions, so the entries
+    are the last thing read; an entry whose Component appeared between the two lists is simply
+    unresolved (incomplete), never dropped.
+    """
+
+    def __init__(self, kube: Kube, view: View, *, page_size: int = PAGE_SIZE, timeout: float = TIMEOUT) -> None:
+        self.kube = kube
+        self.view = view
+        self.page_size = page_size
+        self.timeout = timeout
+
+    def compute(self, generation: int, now: datetime) -> ReferencedSet | IncompleteSet:
+        if not self.view.synced:
+            return IncompleteSet(now, (MSG_UNSYNCED,))
+        listed: dict[str, list[Obj]] = {}
+        for kind in (COMPONENT, COMPONENT_VERSION):
+            try:
+                listed[kind.kind] = list_all(self.kube, kind, page_size=self.page_size, timeout=self.timeout)
+            except Exception as exc:  # any failure, typed or not, is an incomplete set: fail closed
+                why = MSG_FRESH_LIST_FAILED.format(kind=f"{kind.kind}s", error=f"{type(exc).__name__}: {exc}")
+                return IncompleteSet(now, (why,))
+        components = {(namespace_of(c), name_of(c)): c for c in listed[COMPONENT.kind]}
+        # asked again: the cache may have gone stale while we listed
+        return collect(listed[COMPONENT_VERSION.kind], components, generation, now, self.view.synced)
 
 
 class Publication(StrEnum):
@@ -66,6 +105,8 @@ class ReferencedSetPublisher:
         self.kube = kube
         self.config = config
         self.metrics = metrics or SidecarMetrics()
+        self.fresh = FreshSet(kube, view)
+        """Shared with reclamation, which recomputes the set after listing a registry."""
 
     async def publish(self, now: datetime) -> PublishResult:
         """Compute the set as of ``now`` and publish it if it is complete and new."""
@@ -80,7 +121,7 @@ class ReferencedSetPublisher:
     def _publish(self, now: datetime) -> PublishResult:
         current = self._read()
         last = _published(current)
-        computed = compute(self.view, (last.generation if last else 0) + 1, now)
+        computed = self.fresh.compute((last.generation if last else 0) + 1, now)
         if isinstance(computed, IncompleteSet):
             log.warning("referenced set incomplete, nothing published", extra={"fields": {"why": computed.summary()}})
             return self._done(Publication.INCOMPLETE, computed)

@@ -130,7 +130,13 @@ class Sidecar:
             else None
         )
         self.reclaimer = Reclaimer(
-            self.cache, self.clients, self.config.reclaim, self._emit_event, self.metrics, may_act=self.leading.is_set
+            self.cache,
+            self.clients,
+            self.config.reclaim,
+            self._emit_event,
+            self.metrics,
+            may_act=self.leading.is_set,
+            fresh=self.publisher.fresh,
         )
         self.server = uvicorn.Server(
             uvicorn.Config(
@@ -259,5 +265,5 @@ class Sidecar:
         except NotFound:
             return None
 
-    def _emit_event(self, involved: Obj, reason: str, message: str) -> None:
-        self.writer.emit_event(involved, reason, message)
+    def _emit_event(self, involved: Obj, reason: str, message: str, type: str = "Normal") -> None:
+        self.writer.emit_event(involved, reason, message, type)
