@@ -15,17 +15,19 @@ import pytest
 
 from policies.availability import AVAILABLE
 from policies.catalog_deletion import CV_PROTECTION_FINALIZER
+from policies.families import INDEXES
 from policies.kinds import COMPONENT, COMPONENT_VERSION, EVENT, REGISTRY, RELEASE
 from policies.model import GroupKind, Obj
 from policies.objects import ref_of
 from policies.retention import KeepReason
 from policies.sidecar_config import RetentionConfig
+from policies.view import MemoryView
 from tests.sidecar.conftest import NS, SOLAR, T0, World
 from tests.support.server import wait_until
 from webhook.kube.cache import InformerCache
 from webhook.kube.client import Kube, NotFound
 from webhook.kube.writes import DeleteResult, Writer
-from webhook.sidecar.janitor import DRY_RUN, EVENT_REASON, EVENT_REASON_DRY_RUN, Janitor
+from webhook.sidecar.janitor import DRY_RUN, EVENT_REASON, EVENT_REASON_DRY_RUN, MSG_NOT_LIVE, Janitor
 
 pytestmark = pytest.mark.anyio
 
@@ -213,6 +215,34 @@ async def test_sweeps_wait_for_the_interval(entries: None, cache: InformerCache,
     assert await janitor.run_once(T0) is not None
     assert await janitor.run_once(T0 + timedelta(minutes=59)) is None
     assert await janitor.run_once(T0 + timedelta(hours=1)) is not None
+
+
+async def test_a_cache_that_stops_being_live_mid_sweep_sends_no_further_delete(
+    entries: None, world: World, admin: Kube, cache: InformerCache, writer: HookedWriter
+) -> None:
+    """The plan was made on a live cache; once a watch goes down (the informer then reports not
+    synced) a Release bound since could be invisible, so the janitor stops before its next delete.
+    Forced through a view frozen from the cache, whose liveness the test turns off after one delete."""
+    world.version("older", "demo", "0.9.0")
+    red(world, "older")
+    settle(admin, cache)
+    view = MemoryView(INDEXES, synced=True)
+    for kind in KINDS:
+        for obj in cache.list(kind):
+            view.put(kind, obj)
+    deletes: list[str] = []
+
+    def watch_goes_down(obj: Obj) -> None:
+        deletes.append(obj["metadata"]["name"])
+        view.mark_synced(False)
+
+    writer.between = watch_goes_down
+    report = await Janitor(view, writer, CONFIG).run_once(T0)
+    assert report is not None and report.plan is not None and len(report.plan.deletions) == 2
+    assert len(deletes) == 1 and list(report.results.values()) == [str(DeleteResult.DELETED)]
+    assert report.stopped == MSG_NOT_LIVE
+    assert report.stopped == "the cluster cache is no longer live (a watch is down); nothing more is deleted"
+    assert sorted(n for n in ("old", "older") if exists(admin, n)) == sorted({"old", "older"} - set(deletes))
 
 
 def test_a_cache_that_does_not_watch_releases_is_refused(kube: Kube, writer: HookedWriter) -> None:

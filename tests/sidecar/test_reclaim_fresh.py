@@ -26,7 +26,7 @@ from tests.support.registry import Pushed, RegistryServer, push_ocm_component
 from webhook.kube.cache import InformerCache
 from webhook.kube.client import Kube, Unreachable
 from webhook.sidecar.clients import RegistryClients
-from webhook.sidecar.reclaim import Reclaimer
+from webhook.sidecar.reclaim import MSG_NOT_LIVE, Reclaimer
 from webhook.sidecar.referenced_set import MSG_FRESH_LIST_FAILED, Publication, ReferencedSetPublisher
 
 pytestmark = pytest.mark.anyio
@@ -190,4 +190,24 @@ async def test_a_cache_that_is_not_live_publishes_nothing_and_lists_nothing(
     monkeypatch.setattr(kube, "list", failing_list(kube, AssertionError("listed"), (COMPONENT, COMPONENT_VERSION)))
     result = await publisher.publish(T0)
     assert (result.result, result.referenced.reasons) == (Publication.INCOMPLETE, (MSG_UNSYNCED,))
+    await reclaim.clients.aclose()
+
+
+async def test_a_cache_that_stops_being_live_mid_pass_sends_no_further_delete(
+    registry: RegistryServer, pushed: dict[str, Pushed], cache: InformerCache, kube: Kube
+) -> None:
+    counting = Counting()
+    view = frozen(cache)
+    publisher, reclaim = loops(view, kube, counting)
+    result = await publisher.publish(T0)
+
+    def watch_goes_down(request: httpx.Request, response: httpx.Response) -> None:
+        if request.method == "DELETE":
+            view.mark_synced(False)
+
+    counting.after = watch_goes_down
+    (report,) = await reclaim.run_once(result.reclaimable, T0)
+    assert (report.refused, report.removed) == (MSG_NOT_LIVE, [f"{DEMO_REPO}@{pushed['0.8.0'].digest}"])
+    assert MSG_NOT_LIVE == "the cluster cache is no longer live (a watch is down); nothing more is removed"
+    assert len(counting.of("DELETE")) == 1 and tags(registry) == ["0.9.0", "1.0.0"]
     await reclaim.clients.aclose()

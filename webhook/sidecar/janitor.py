@@ -10,8 +10,9 @@ The decision is ``policies.retention.plan`` (pure); this module only executes it
    apiserver answers 409 and the entry is skipped until the next sweep, which sees its new state.
    Nothing is ever forced or retried within a sweep;
 4. an Event on each deleted entry (and, in dry-run, on each entry that would be deleted) says why;
-5. before each delete it asks whether this replica still holds the Lease, and stops at once when
-   not: a new leader may already be sweeping.
+5. before each delete it asks whether this replica still holds the Lease, and whether the cache
+   is still live (``view.synced``: false while a watch is down), and stops at once when not: a
+   new leader may already be sweeping, and a stale cache may hide a Release bound since the plan.
 
 A failed delete (the admission webhook refusing it, a transport error) is counted and logged, and
 the sweep goes on with the next entry.
@@ -41,6 +42,7 @@ log = logging.getLogger("catalog_warden.sidecar.janitor")
 EVENT_REASON = "RetentionDeleted"
 EVENT_REASON_DRY_RUN = "RetentionDryRun"
 MSG_NOT_LEADING = "this replica no longer holds the Lease; nothing more is deleted"
+MSG_NOT_LIVE = "the cluster cache is no longer live (a watch is down); nothing more is deleted"
 
 MayAct = Callable[[], bool]
 """Asked before each delete: whether this process may still act (the runner's "holding the Lease")."""
@@ -122,9 +124,10 @@ class Janitor:
             report.stopped = report.plan.refused
             log.warning("retention sweep refused", extra={"fields": {"why": report.stopped}})
         for deletion in report.plan.deletions:
-            if not self.config.dryRun and not self.may_act():
-                report.stopped = MSG_NOT_LEADING
-                log.warning("retention sweep stopped", extra={"fields": {"why": MSG_NOT_LEADING}})
+            why = self._must_stop()
+            if why:
+                report.stopped = why
+                log.warning("retention sweep stopped", extra={"fields": {"why": why}})
                 break
             await self._one(deletion, now, report)
         self._count(report)
@@ -143,6 +146,14 @@ class Janitor:
             },
         )
         return report
+
+    def _must_stop(self) -> str:
+        """Why the sweep must stop before its next delete ("" to go on); asked again before each one."""
+        if not self.view.synced:
+            return MSG_NOT_LIVE
+        if not self.config.dryRun and not self.may_act():
+            return MSG_NOT_LEADING
+        return ""
 
     async def _one(self, deletion: Deletion, now: datetime, report: SweepReport) -> None:
         if self.config.dryRun:

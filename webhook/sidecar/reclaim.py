@@ -71,6 +71,7 @@ MSG_EVENT = "{verb} {count} artifact(s) not in referenced set generation {genera
 MSG_PARTIAL = "listing of {registry} incomplete ({why}); nothing is reclaimed"
 MSG_FAILED = "reclamation of {registry} failed ({error}); nothing more is removed there this pass"
 MSG_NOT_LEADING = "this replica no longer holds the Lease; nothing more is removed"
+MSG_NOT_LIVE = "the cluster cache is no longer live (a watch is down); nothing more is removed"
 
 EventSink = Callable[[Obj, str, str, str], object]
 """``(involved object, reason, message, type)``: emits an Event (``Writer.emit_event``); blocking."""
@@ -280,11 +281,10 @@ class Reclaimer:
                 report.removed.append(what)
                 self.metrics.reclaim_actions.labels(report.registry, mode, "dry_run").inc()
                 continue
-            if not self.may_act():
-                report.refused = MSG_NOT_LEADING
-                log.warning(
-                    "reclamation stopped", extra={"fields": {"registry": report.registry, "why": MSG_NOT_LEADING}}
-                )
+            why = MSG_NOT_LEADING if not self.may_act() else MSG_NOT_LIVE if not self.view.synced else ""
+            if why:
+                report.refused = why
+                log.warning("reclamation stopped", extra={"fields": {"registry": report.registry, "why": why}})
                 break
             try:
                 report.requests += 1
