@@ -22,7 +22,7 @@ from webhook.kube.client import Kube
 from webhook.kube.writes import Writer
 from webhook.sidecar.clients import RegistryClients
 from webhook.sidecar.metrics import SidecarMetrics
-from webhook.sidecar.reclaim import EVENT_REASON, EVENT_REASON_HELD, Reclaimer, RegistryReport
+from webhook.sidecar.reclaim import EVENT_REASON, EVENT_REASON_DRY_RUN, EVENT_REASON_HELD, Reclaimer, RegistryReport
 from webhook.sidecar.referenced_set import ReferencedSetPublisher
 
 pytestmark = pytest.mark.anyio
@@ -150,6 +150,18 @@ async def test_a_pass_that_would_remove_more_than_the_share_is_held_and_counted(
     assert (refused, removed) == (expected, [])
     assert (held.refusals(host, "share"), held.refusals(host, "unresolved")) == (1, 0)
     assert events(admin, EVENT_REASON_HELD) == [("Registry", "reg", "Warning", expected)]
+    assert counting.of("DELETE") == [] and manifests_left(registry, versions) == versions
+
+    # in dry-run a held plan also lists what it holds, so the operator can judge it before confirming
+    dry = Loops(cache, kube, counting, safetyAge="0s", dryRun=True)
+    report = await dry.report(T0)
+    assert report.refused == expected and len(report.removed) == 2
+    [(kind, name, severity, message)] = events(admin, EVENT_REASON_DRY_RUN)
+    assert (kind, name, severity) == ("Registry", "reg", "Normal")
+    assert message == (
+        f"would remove, once plan {fingerprint} is confirmed, 2 artifact(s) not in referenced set generation 1: "
+        + ", ".join(report.removed)
+    )
     assert counting.of("DELETE") == [] and manifests_left(registry, versions) == versions
 
     # a share the operator configured above 2/3 lets the same pass through

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -39,6 +39,7 @@ from policies.kinds import REGISTRY
 from policies.model import Obj
 from policies.objects import dig, ref_of
 from policies.reclaim import (
+    Action,
     ActionKind,
     Approval,
     ReclaimMode,
@@ -68,6 +69,7 @@ EVENT_REASON_DRY_RUN = "ArtifactsReclaimDryRun"
 EVENT_REASON_HELD = "ReclaimHeld"
 """A Warning on the Registry: the circuit breaker held a plan; the message carries its fingerprint."""
 MSG_EVENT = "{verb} {count} artifact(s) not in referenced set generation {generation}: {what}"
+MSG_VERB_HELD = "would remove, once plan {fingerprint} is confirmed,"
 MSG_PARTIAL = "listing of {registry} incomplete ({why}); nothing is reclaimed"
 MSG_FAILED = "reclamation of {registry} failed ({error}); nothing more is removed there this pass"
 MSG_NOT_LEADING = "this replica no longer holds the Lease; nothing more is removed"
@@ -202,10 +204,13 @@ class Reclaimer:
         )
         if report.plan.refused:
             await self._held(registry, key, report)
+            if cfg.dryRun:  # nothing is removed anyway: show what the held plan holds, for the operator to judge
+                await self._execute(client, report, proposed.actions)
+                await self._report_event(registry, report, referenced.generation, held=report.plan.fingerprint)
             return report
         self._announced.pop(key, None)
         self._remember(key, report.plan, confirmed)
-        await self._execute(client, report)
+        await self._execute(client, report, report.plan.actions)
         await self._report_event(registry, report, referenced.generation)
         return report
 
@@ -268,10 +273,10 @@ class Reclaimer:
         seen = self._first_seen.setdefault((host.lower(), repository, tag, digest), now)
         return TagInfo(tag, digest, seen)
 
-    async def _execute(self, client: RegistryClient, report: RegistryReport) -> None:
+    async def _execute(self, client: RegistryClient, report: RegistryReport, actions: Sequence[Action]) -> None:
         assert report.plan is not None
         mode = str(report.mode)
-        for action in report.plan.actions:
+        for action in actions:
             what = (
                 f"{action.repository}@{action.reference}"
                 if action.kind is ActionKind.DELETE_DIGEST
@@ -312,12 +317,13 @@ class Reclaimer:
             },
         )
 
-    async def _report_event(self, registry: Obj, report: RegistryReport, generation: int) -> None:
+    async def _report_event(self, registry: Obj, report: RegistryReport, generation: int, held: str = "") -> None:
+        """The removals (or, in dry-run, what would go; ``held``: the fingerprint of a plan the breaker holds)."""
         if not report.removed:
             return
         dry = self.config.dryRun
         message = MSG_EVENT.format(
-            verb="would remove" if dry else "removed",
+            verb=MSG_VERB_HELD.format(fingerprint=held) if held else "would remove" if dry else "removed",
             count=len(report.removed),
             generation=generation,
             what=", ".join(report.removed),
