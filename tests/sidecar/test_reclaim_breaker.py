@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from policies.kinds import EVENT, REGISTRY
-from policies.reclaim import CONFIRM_ANNOTATION, RECLAIM_ANNOTATION
+from policies.reclaim import CONFIRM_ANNOTATION, RECLAIM_ANNOTATION, TripReason
 from policies.sidecar_config import ReclaimConfig, ReferencedSetConfig
 from tests.sidecar.conftest import NS, T0, WARDEN_NS, Counting, World, counting_factory, secret_reader
 from tests.support.registry import RegistryServer, push_ocm_component
@@ -22,7 +22,14 @@ from webhook.kube.client import Kube
 from webhook.kube.writes import Writer
 from webhook.sidecar.clients import RegistryClients
 from webhook.sidecar.metrics import SidecarMetrics
-from webhook.sidecar.reclaim import EVENT_REASON, EVENT_REASON_DRY_RUN, EVENT_REASON_HELD, Reclaimer, RegistryReport
+from webhook.sidecar.reclaim import (
+    EVENT_REASON,
+    EVENT_REASON_DRY_RUN,
+    EVENT_REASON_HELD,
+    Reclaimer,
+    RefusalWhy,
+    RegistryReport,
+)
 from webhook.sidecar.referenced_set import ReferencedSetPublisher
 
 pytestmark = pytest.mark.anyio
@@ -169,3 +176,8 @@ async def test_a_pass_that_would_remove_more_than_the_share_is_held_and_counted(
     refused, removed = await loose.run(T0)
     assert (refused, len(removed), loose.refusals(host, "share")) == ("", 2, 0)
     assert manifests_left(registry, versions) == ["1.0.0"]
+
+
+def test_every_breaker_reason_is_a_refusal_label() -> None:
+    """The metric's ``why`` is a closed set; a new trip reason must be added to it, not crash a pass."""
+    assert {str(r) for r in TripReason} <= {str(w) for w in RefusalWhy}
