@@ -8,11 +8,14 @@ so the view cannot show it while the apiserver does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from kubernetes import client
 
 from policies.families import INDEXES
 from policies.kinds import COMPONENT, COMPONENT_VERSION, CONFIG_MAP, REGISTRY
@@ -21,7 +24,9 @@ from policies.reclaim import RECLAIM_ANNOTATION, REFUSED_INCOMPLETE
 from policies.referenced_set import CONFIGMAP_KEY, MSG_UNSYNCED
 from policies.sidecar_config import ReclaimConfig, ReferencedSetConfig
 from policies.view import MemoryView
-from tests.sidecar.conftest import NS, T0, WARDEN_NS, Counting, World, counting_factory, secret_reader
+from tests.kube.tcp_proxy import TcpProxy
+from tests.sidecar.conftest import NS, T0, WARDEN, WARDEN_NS, Counting, World, counting_factory, secret_reader
+from tests.support.apiserver import ApiServerDouble
 from tests.support.registry import Pushed, RegistryServer, push_ocm_component
 from webhook.kube.cache import InformerCache
 from webhook.kube.client import Kube, Unreachable
@@ -37,6 +42,10 @@ CONFIG_NAME = "catalog-warden-referenced-set"
 
 @pytest.fixture
 def pushed(registry: RegistryServer, world: World) -> dict[str, Pushed]:
+    return push_demo(registry, world)
+
+
+def push_demo(registry: RegistryServer, world: World) -> dict[str, Pushed]:
     """demo 1.0.0 is kept by an entry; 0.9.0 and 0.8.0 are old artifacts no entry keeps yet."""
     with registry.http() as http:
         artifacts = {
@@ -211,3 +220,40 @@ async def test_a_cache_that_stops_being_live_mid_pass_sends_no_further_delete(
     assert MSG_NOT_LIVE == "the cluster cache is no longer live (a watch is down); nothing more is removed"
     assert len(counting.of("DELETE")) == 1 and tags(registry) == ["0.9.0", "1.0.0"]
     await reclaim.clients.aclose()
+
+
+async def test_a_cut_watch_connection_never_costs_an_entry_created_during_the_cut_its_artifact(
+    registry: RegistryServer, apiserver: ApiServerDouble, admin: Kube, kube: Kube
+) -> None:
+    """The cache's connections go through a proxy that is then cut (connections reset, new ones
+    hang); the entry is created afterwards, so the cache cannot have seen it. The loops read the
+    apiserver over their own connection, as after an idle-connection cut or an apiserver restart.
+    Whether the cache still calls itself synced (a watch thread that died) or not (an informer
+    that notices the cut), the entry's artifact stays: kept by the fresh list, or nothing is reclaimed."""
+    upstream = urlsplit(apiserver.url)
+    proxy = TcpProxy((str(upstream.hostname), int(upstream.port or 80)))
+    configuration = apiserver.configuration(WARDEN)
+    configuration.host = proxy.url
+    cache = InformerCache(Kube(client.ApiClient(configuration)), (COMPONENT, COMPONENT_VERSION, REGISTRY))
+    counting = Counting()
+    publisher = ReferencedSetPublisher(cache, kube, ReferencedSetConfig(namespace=WARDEN_NS))
+    clients = RegistryClients(cache, secret_reader(kube), counting_factory(counting))
+    reclaim = Reclaimer(cache, clients, ReclaimConfig(safetyAge="0s", maxRemovalShare=1.0), fresh=publisher.fresh)
+    with contextlib.ExitStack() as stack:
+        stack.callback(cache.stop)
+        stack.enter_context(proxy)  # left first: resets the hanging requests, so the cache stops at once
+        assert cache.start().wait_synced(10), "informer cache did not sync"
+        pushed = push_demo(registry, World(admin, cache))
+        proxy.cut()
+        World(admin, cache).version("created-during-the-cut", "example-com-demo", "0.9.0")
+
+        result = await publisher.publish(T0)
+        (report,) = await reclaim.run_once(result.reclaimable, T0)
+        assert "0.9.0" in tags(registry), "an entry created during the cut lost its artifact"
+        assert set(report.removed) <= {f"{DEMO_REPO}@{pushed['0.8.0'].digest}"}
+        if result.result is Publication.PUBLISHED:
+            doc = json.loads(kube.get(CONFIG_MAP, CONFIG_NAME, WARDEN_NS)["data"][CONFIGMAP_KEY])
+            assert doc["registries"][registry.hostname][DEMO_REPO]["tags"] == ["0.9.0", "1.0.0"]
+        else:
+            assert result.result is Publication.INCOMPLETE and report.removed == []
+        await clients.aclose()
