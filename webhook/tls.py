@@ -5,15 +5,29 @@ not report reliably, so the pair is polled (as controller-runtime's certwatcher 
 pair is first loaded into a scratch context; only if that succeeds is it loaded into the live
 context, which affects new handshakes while connections in flight keep their session. An
 unreadable or mismatched pair keeps the last good one, is logged, and is counted.
+
+The private key is never written to a file system another process could read:
+``load_cert_chain`` takes only paths, so the bytes are staged in anonymous memory files
+(``memfd_create``) and loaded through ``/proc/self/fd``. Nothing lands in ``/tmp``, which in a pod
+is an emptyDir another container may mount. Where memfd does not exist (macOS, for development)
+the pair is staged in a private 0700 directory and removed at once.
+
+TLS 1.2 offers only ECDHE key exchange with AEAD ciphers (AES-GCM, ChaCha20-Poly1305): the ECDHE
+part of Mozilla's "intermediate" profile. CBC suites (Lucky13 and the padding oracles) are not
+offered; Go's crypto/tls, which the apiserver's webhook client uses, offers these by default.
+TLS 1.3 suites are all AEAD and stay OpenSSL's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
+import os
 import ssl
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from webhook.metrics import Metrics
@@ -22,6 +36,8 @@ log = logging.getLogger("catalog_warden.tls")
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!PSK:!aNULL"
+"""OpenSSL's cipher list for TLS 1.2: ECDHE with AES-GCM or ChaCha20-Poly1305 (ECDSA or RSA keys)."""
 
 
 class CertError(Exception):
@@ -31,6 +47,7 @@ class CertError(Exception):
 def _new_context(client_ca: Path | None) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(TLS12_CIPHERS)
     if client_ca is not None:
         try:
             ctx.load_verify_locations(cafile=str(client_ca))
@@ -64,14 +81,11 @@ class ReloadingContext:
     def _load(self, ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
         # load_cert_chain only takes paths; stage the exact bytes we fingerprinted so a second
         # swap between read and load cannot pair one generation's cert with another's key.
-        with tempfile.TemporaryDirectory(prefix="catalog-warden-tls-") as tmp:
-            c, k = Path(tmp, CERT_FILE), Path(tmp, KEY_FILE)
-            c.write_bytes(cert)
-            k.write_bytes(key)
-            try:
-                ctx.load_cert_chain(certfile=str(c), keyfile=str(k))
-            except (OSError, ssl.SSLError) as exc:
-                raise CertError(f"cannot load the pair {self.cert_path} / {self.key_path}: {exc}") from None
+        try:
+            with _staged(cert, key) as (c, k):
+                ctx.load_cert_chain(certfile=c, keyfile=k)
+        except (OSError, ssl.SSLError) as exc:
+            raise CertError(f"cannot load the pair {self.cert_path} / {self.key_path}: {exc}") from None
 
     def reload(self) -> bool:
         """Load the pair if it changed. True when a new pair is now served."""
@@ -109,6 +123,39 @@ class ReloadingContext:
                 await asyncio.wait_for(stop.wait(), timeout=interval)
             except TimeoutError:
                 self.reload()
+
+
+@contextlib.contextmanager
+def _staged(cert: bytes, key: bytes) -> Iterator[tuple[str, str]]:
+    """Paths that read as ``cert`` and ``key``, readable by this process only, gone on exit."""
+    if not hasattr(os, "memfd_create"):
+        with _private_dir(cert, key) as paths:
+            yield paths
+        return
+    fds = [os.memfd_create(f"catalog-warden-{name}", os.MFD_CLOEXEC) for name in (CERT_FILE, KEY_FILE)]
+    try:
+        for fd, data in zip(fds, (cert, key), strict=True):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        yield f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}"
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _private_dir(cert: bytes, key: bytes) -> Iterator[tuple[str, str]]:
+    """The fallback without memfd: a 0700 directory (``mkdtemp``), files 0600, removed on exit."""
+    with tempfile.TemporaryDirectory(prefix="catalog-warden-tls-") as tmp:
+        paths = []
+        for name, data in ((CERT_FILE, cert), (KEY_FILE, key)):
+            path = os.path.join(tmp, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            paths.append(path)
+        yield paths[0], paths[1]
 
 
 def _digest(cert: bytes, key: bytes) -> str:
