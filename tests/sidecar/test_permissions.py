@@ -1,0 +1,119 @@
+"""The sidecar's RBAC is enough for what it does, and the base grants no Secret read and no delete.
+
+The apiserver double authorizes nothing, but it records every request and who sent it. A wired
+sidecar (leader election, availability with a registry Secret, the retention janitor, the referenced
+set) runs one pass as the warden's service account against the objects the manifests ship; then
+each request it sent is judged by the manifests' RBAC (tests/support/rbac.py), as kube-apiserver
+would have judged it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from policies.availability import AVAILABLE
+from policies.config import PolicyConfig
+from policies.kinds import COMPONENT_VERSION, CONFIG_MAP
+from policies.referenced_set import CONFIGMAP_KEY
+from policies.sidecar_config import ReferencedSetConfig, SidecarConfig
+from tests.core.test_manifests import SIDECAR, component, named, rbac
+from tests.sidecar.conftest import NS, T0, WARDEN, WARDEN_NS, Counting, World, counting_factory
+from tests.sidecar.test_runner import reason, until
+from tests.support.apiserver import ApiServerDouble
+from tests.support.rbac import Attributes, attributes
+from tests.support.registry import TEST_PASSWORD, TEST_USER, RegistryServer, free_port, push_ocm_component
+from webhook.kube.client import Kube, NotFound
+from webhook.kube.leader import LeaseTiming
+from webhook.sidecar.runner import Sidecar, SidecarSettings
+
+pytestmark = pytest.mark.anyio
+
+RED_SINCE = "2026-11-21T12:00:00Z"  # 8 days before T0: past the janitor's default minRedAge
+REFERENCED_SET = ReferencedSetConfig().configMap
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[RegistryServer]:
+    with RegistryServer(tmp_path / "registry", auth="basic") as server:
+        yield server
+
+
+def shipped_configmap(admin: Kube) -> None:
+    """What `kubectl apply -k manifests` creates before the sidecar starts: the empty referenced set."""
+    admin.create(CONFIG_MAP, named("ConfigMap", REFERENCED_SET))
+
+
+def published(admin: Kube) -> bool:
+    return CONFIGMAP_KEY in (admin.get(CONFIG_MAP, REFERENCED_SET, WARDEN_NS).get("data") or {})
+
+
+def gone(admin: Kube, name: str) -> bool:
+    try:
+        admin.get(COMPONENT_VERSION, name, NS)
+    except NotFound:
+        return True
+    return False
+
+
+async def test_every_request_of_a_sidecar_pass_is_allowed_by_the_manifests(
+    registry: RegistryServer,
+    world: World,
+    admin: Kube,
+    kube: Kube,
+    counting: Counting,
+    apiserver: ApiServerDouble,
+) -> None:
+    assert WARDEN == SIDECAR
+    shipped_configmap(admin)
+    with registry.http() as http:
+        push_ocm_component(http, "ocm", "example.com/demo", "1.0.0")
+    world.secret("creds", TEST_USER, TEST_PASSWORD)
+    world.registry("reg", registry.hostname, secret="creds")
+    world.component("example-com-demo", registry.hostname, "ocm/example.com/demo")
+    world.version("one", "example-com-demo", "1.0.0")
+    world.version("old", "example-com-demo", "0.9.0")
+    red = {"type": AVAILABLE, "status": "False", "reason": "ArtifactMissing", "message": "m"}
+    missing = {"consecutiveMisses": 9, "firstMissAt": RED_SINCE}  # a further 404 keeps it red
+    world.patch_status("old", {"conditions": [{**red, "lastTransitionTime": RED_SINCE}], "availability": missing})
+    config = PolicyConfig(
+        sidecar=SidecarConfig.model_validate(
+            {
+                "availability": {"interval": "1h"},
+                "referencedSet": {"namespace": WARDEN_NS},
+                "retention": {"enabled": True, "keepLast": 0},
+            }
+        )
+    )
+    ticks = iter(range(10_000))
+    sidecar = Sidecar(
+        kube,
+        config,
+        SidecarSettings(namespace=WARDEN_NS, identity="pod-a", events_host="127.0.0.1", events_port=free_port()),
+        clock=lambda: T0 + timedelta(seconds=next(ticks)),
+        client_factory=counting_factory(counting),
+        lease_timing=LeaseTiming(lease_duration=3, renew_deadline=2.0, retry_period=0.5),
+    )
+    task = asyncio.create_task(sidecar.run())
+    try:
+        await until(lambda: reason(world, "one") == "ArtifactResolved", "the credentials to resolve the artifact")
+        await until(lambda: gone(admin, "old"), "the janitor's delete")
+        await until(lambda: published(admin), "the referenced set")
+    finally:
+        sidecar.stop()
+        await asyncio.wait_for(task, 30)
+
+    sent = [attributes(r.method, r.path, r.params) for r in apiserver.requests if r.user == WARDEN]
+    full = rbac("janitor", "registry-secrets")
+    assert [str(a) for a in sent if not full.allows(SIDECAR, a)] == []
+    # What only the components grant, and the pass did use: a Secret in a listed namespace, the delete.
+    secret = Attributes("get", "", "secrets", NS, "creds")
+    delete = Attributes("delete", "solar.opendefense.cloud", "componentversions", NS, "old")
+    assert {secret, delete} <= set(sent)
+    assert {str(a) for a in sent if not rbac().allows(SIDECAR, a)} == {str(secret), str(delete)}
+    assert NS in {d["metadata"]["namespace"] for d in component("registry-secrets")}
+    assert not any(a.verb == "create" and a.resource == "configmaps" for a in sent)
