@@ -376,3 +376,14 @@ def test_kustomize_builds_what_these_tests_read(tmp_path: Path, components: tupl
     differ = [k for k in expected if rendered[k] != expected[k]]
     assert differ == []
     assert rbac(*components).verbs(SERVER) == Rbac(rendered.values()).verbs(SERVER)
+
+
+def test_the_sidecar_names_the_role_and_component_that_grant_secret_reads() -> None:
+    from webhook.sidecar.runner import SECRETS_COMPONENT, SECRETS_ROLE
+
+    assert named("ClusterRole", SECRETS_ROLE)["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
+    ]
+    assert (MANIFESTS.parent / SECRETS_COMPONENT) == COMPONENTS / "registry-secrets"
+    refs = {d["roleRef"]["name"] for d in component("registry-secrets") if d["kind"] == "RoleBinding"}
+    assert refs == {SECRETS_ROLE}

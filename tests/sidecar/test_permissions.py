@@ -18,7 +18,8 @@ import pytest
 
 from policies.availability import AVAILABLE
 from policies.config import PolicyConfig
-from policies.kinds import COMPONENT_VERSION, CONFIG_MAP
+from policies.kinds import COMPONENT_VERSION, CONFIG_MAP, SECRET
+from policies.model import GroupKind, Obj
 from policies.referenced_set import CONFIGMAP_KEY
 from policies.sidecar_config import ReferencedSetConfig, SidecarConfig
 from tests.core.test_manifests import SIDECAR, component, named, rbac
@@ -27,7 +28,7 @@ from tests.sidecar.test_runner import reason, until
 from tests.support.apiserver import ApiServerDouble
 from tests.support.rbac import Attributes, attributes
 from tests.support.registry import TEST_PASSWORD, TEST_USER, RegistryServer, free_port, push_ocm_component
-from webhook.kube.client import Kube, NotFound
+from webhook.kube.client import ApiError, Kube, NotFound
 from webhook.kube.leader import LeaseTiming
 from webhook.sidecar.runner import Sidecar, SidecarSettings
 
@@ -117,3 +118,44 @@ async def test_every_request_of_a_sidecar_pass_is_allowed_by_the_manifests(
     assert {str(a) for a in sent if not rbac().allows(SIDECAR, a)} == {str(secret), str(delete)}
     assert NS in {d["metadata"]["namespace"] for d in component("registry-secrets")}
     assert not any(a.verb == "create" and a.resource == "configmaps" for a in sent)
+
+
+class NoSecrets(Kube):
+    """The warden's connection where no RoleBinding lets it read Secrets: kube-apiserver answers 403."""
+
+    def get(self, kind: GroupKind, name: str, namespace: str = "", timeout: float | None = None) -> Obj:
+        if kind == SECRET:
+            message = f'secrets "{name}" is forbidden: User "{WARDEN}" cannot get resource "secrets" in the namespace'
+            raise ApiError(403, "Forbidden", message)
+        return super().get(kind, name, namespace, timeout)
+
+
+async def test_a_registry_secret_the_sidecar_may_not_read_means_an_anonymous_check(
+    registry: RegistryServer, world: World, apiserver: ApiServerDouble, admin: Kube, caplog: pytest.LogCaptureFixture
+) -> None:
+    with registry.http() as http:
+        push_ocm_component(http, "ocm", "example.com/demo", "1.0.0")
+    world.secret("creds", TEST_USER, TEST_PASSWORD)
+    world.registry("reg", registry.hostname, secret="creds")
+    world.component("example-com-demo", registry.hostname, "ocm/example.com/demo")
+    world.version("one", "example-com-demo", "1.0.0")
+    settings = SidecarSettings(namespace=WARDEN_NS, identity="pod-a", events_host="127.0.0.1", events_port=free_port())
+    sidecar = Sidecar(NoSecrets(apiserver.api_client(WARDEN)), PolicyConfig(), settings)
+    sidecar.cache.start()
+    try:
+        assert sidecar.cache.wait_synced(10)
+        await sidecar.pass_once(T0)  # does not raise: the pass goes on without the Secret
+    finally:
+        sidecar.cache.stop()
+        await sidecar.clients.aclose()
+    condition = world.get("one")["status"]["conditions"][0]
+    assert (condition["status"], condition["reason"]) == ("Unknown", "CheckFailed")
+    assert "401" in condition["message"]
+    (record,) = [r for r in caplog.records if r.getMessage() == "registry secret not readable"]
+    assert record.fields == {  # type: ignore[attr-defined]
+        "secret": f"{NS}/creds",
+        "error": f'403 Forbidden: secrets "creds" is forbidden: User "{WARDEN}" cannot get resource "secrets" '
+        "in the namespace",
+        "fix": f"bind the ClusterRole catalog-warden-registry-secrets in namespace {NS} "
+        "(manifests/components/registry-secrets)",
+    }

@@ -40,7 +40,7 @@ from policies.kinds import (
 )
 from policies.model import Obj
 from webhook.kube.cache import InformerCache
-from webhook.kube.client import Kube, NotFound
+from webhook.kube.client import ApiError, Kube, NotFound
 from webhook.kube.leader import LeaderElector, LeaseTiming
 from webhook.kube.writes import Writer
 from webhook.sidecar.availability import AvailabilityLoop
@@ -73,6 +73,10 @@ retention janitor) which Releases still reference an entry; the chart indexer: r
 objects (the recorded verdicts) and the addons that keep removed versions; the package bookkeeping:
 PackageRevisions and the Repositories that decide whether a Published revision may go."""
 SECRET_TIMEOUT = 10.0
+FORBIDDEN = 403
+SECRETS_ROLE = "catalog-warden-registry-secrets"
+SECRETS_COMPONENT = "manifests/components/registry-secrets"
+"""The ClusterRole that grants Secret reads, bound per namespace (manifests/deploy/rbac.yaml)."""
 SYNC_POLL = 0.1
 
 
@@ -260,9 +264,24 @@ class Sidecar:
     # ---- cluster reads and writes the loops need --------------------------------------------
 
     def _read_secret(self, namespace: str, name: str) -> Obj | None:
+        """The Secret, or None when it is missing or RBAC refuses it (then the registry is asked anonymously).
+
+        Secret reads are granted namespace by namespace (manifests/components/registry-secrets), so
+        a 403 is a namespace nobody bound yet: it must cost that registry its credentials, not the
+        whole check.
+        """
         try:
             return self.kube.get(SECRET, name, namespace, timeout=SECRET_TIMEOUT)
         except NotFound:
+            return None
+        except ApiError as exc:
+            if exc.status != FORBIDDEN:
+                raise
+            fix = (
+                f"bind the ClusterRole {SECRETS_ROLE} in namespace {namespace} (manifests/components/registry-secrets)"
+            )
+            fields = {"secret": f"{namespace}/{name}", "error": str(exc), "fix": fix}
+            log.warning("registry secret not readable", extra={"fields": fields})
             return None
 
     def _emit_event(self, involved: Obj, reason: str, message: str, type: str = "Normal") -> None:
