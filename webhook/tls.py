@@ -9,8 +9,8 @@ unreadable or mismatched pair keeps the last good one, is logged, and is counted
 The private key is never written to a file system another process could read:
 ``load_cert_chain`` takes only paths, so the bytes are staged in anonymous memory files
 (``memfd_create``) and loaded through ``/proc/self/fd``. Nothing lands in ``/tmp``, which in a pod
-is an emptyDir another container may mount. Where memfd does not exist (macOS, for development)
-the pair is staged in a private 0700 directory and removed at once.
+is an emptyDir another container may mount. Where memfd does not exist (macOS, or no /proc) the
+pair is staged in a private 0700 directory and removed at once.
 
 TLS 1.2 offers only ECDHE key exchange with AEAD ciphers (AES-GCM, ChaCha20-Poly1305): the ECDHE
 part of Mozilla's "intermediate" profile. CBC suites (Lucky13 and the padding oracles) are not
@@ -38,6 +38,7 @@ CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
 TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!PSK:!aNULL"
 """OpenSSL's cipher list for TLS 1.2: ECDHE with AES-GCM or ChaCha20-Poly1305 (ECDSA or RSA keys)."""
+PROC_FDS = "/proc/self/fd"
 
 
 class CertError(Exception):
@@ -128,7 +129,7 @@ class ReloadingContext:
 @contextlib.contextmanager
 def _staged(cert: bytes, key: bytes) -> Iterator[tuple[str, str]]:
     """Paths that read as ``cert`` and ``key``, readable by this process only, gone on exit."""
-    if not hasattr(os, "memfd_create"):
+    if not hasattr(os, "memfd_create") or not os.path.isdir(PROC_FDS):
         with _private_dir(cert, key) as paths:
             yield paths
         return
@@ -138,7 +139,7 @@ def _staged(cert: bytes, key: bytes) -> Iterator[tuple[str, str]]:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-        yield f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}"
+        yield f"{PROC_FDS}/{fds[0]}", f"{PROC_FDS}/{fds[1]}"
     finally:
         for fd in fds:
             os.close(fd)
