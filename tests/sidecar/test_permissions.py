@@ -84,9 +84,10 @@ async def test_every_request_of_a_sidecar_pass_is_allowed_by_the_manifests(
     config = PolicyConfig(
         sidecar=SidecarConfig.model_validate(
             {
-                "availability": {"interval": "1h"},
+                # Passes every second: a delete that lost a race with the cache is simply retried.
+                "availability": {"interval": "1s"},
                 "referencedSet": {"namespace": WARDEN_NS},
-                "retention": {"enabled": True, "keepLast": 0},
+                "retention": {"enabled": True, "keepLast": 0, "interval": "1s"},
             }
         )
     )
@@ -101,9 +102,11 @@ async def test_every_request_of_a_sidecar_pass_is_allowed_by_the_manifests(
     )
     task = asyncio.create_task(sidecar.run())
     try:
-        await until(lambda: reason(world, "one") == "ArtifactResolved", "the credentials to resolve the artifact")
-        await until(lambda: gone(admin, "old"), "the janitor's delete")
-        await until(lambda: published(admin), "the referenced set")
+        await until(
+            lambda: reason(world, "one") == "ArtifactResolved", "the credentials to resolve the artifact", timeout=60
+        )
+        await until(lambda: gone(admin, "old"), "the janitor's delete", timeout=60)
+        await until(lambda: published(admin), "the referenced set", timeout=60)
     finally:
         sidecar.stop()
         await asyncio.wait_for(task, 30)
