@@ -18,22 +18,30 @@ import pytest
 
 from policies.availability import AVAILABLE
 from policies.config import PolicyConfig
-from policies.kinds import COMPONENT_VERSION, CONFIG_MAP, SECRET
+from policies.kinds import COMPONENT_VERSION, CONFIG_MAP, HELM_CLUSTER_ADDON_REPOSITORY, REGISTRY, SECRET
 from policies.model import GroupKind, Obj
 from policies.referenced_set import CONFIGMAP_KEY
-from policies.sidecar_config import ReferencedSetConfig, SidecarConfig
+from policies.sidecar_config import ChartIndexConfig, ReferencedSetConfig, SidecarConfig
 from tests.core.test_manifests import SIDECAR, component, named, rbac
-from tests.sidecar.conftest import NS, T0, WARDEN, WARDEN_NS, Counting, World, counting_factory
+from tests.sidecar.conftest import NS, SOLAR, T0, WARDEN, WARDEN_NS, Counting, World, counting_factory, secret_reader
+from tests.sidecar.test_chart_index import CONTENT, HELM, KINDS, REPO, REPOSITORY
+from tests.sidecar.test_chart_index import push as push_chart
+from tests.sidecar.test_chart_index import settle as chart_settle
 from tests.sidecar.test_runner import reason, until
 from tests.support.apiserver import ApiServerDouble
 from tests.support.rbac import Attributes, attributes
 from tests.support.registry import TEST_PASSWORD, TEST_USER, RegistryServer, free_port, push_ocm_component
+from webhook.kube.cache import InformerCache
 from webhook.kube.client import ApiError, Kube, NotFound
 from webhook.kube.leader import LeaseTiming
+from webhook.kube.writes import Writer
+from webhook.sidecar.chart_index import ChartIndexer
+from webhook.sidecar.clients import RegistryClients, default_factory
 from webhook.sidecar.runner import Sidecar, SidecarSettings
 
 pytestmark = pytest.mark.anyio
 
+FORCE = "reconcile.helm.deckhouse.io/force"
 RED_SINCE = "2026-11-21T12:00:00Z"  # 8 days before T0: past the janitor's default minRedAge
 REFERENCED_SET = ReferencedSetConfig().configMap
 
@@ -162,3 +170,50 @@ async def test_a_registry_secret_the_sidecar_may_not_read_means_an_anonymous_che
         "fix": f"bind the ClusterRole catalog-warden-registry-secrets in namespace {NS} "
         "(manifests/components/registry-secrets)",
     }
+
+
+async def test_every_request_of_a_forced_chart_index_pass_is_allowed_by_the_manifests(
+    registry: RegistryServer, world: World, admin: Kube, kube: Kube, apiserver: ApiServerDouble
+) -> None:
+    """The chart index writes chart objects, their status, the repository's status and annotation."""
+    with registry.http() as http:
+        push_chart(http, "1.0.0", CONTENT)
+    world.secret("creds", TEST_USER, TEST_PASSWORD)
+    admin.create(
+        REGISTRY,
+        {
+            "apiVersion": SOLAR,
+            "kind": "Registry",
+            "metadata": {"name": "local", "namespace": NS},
+            "spec": {"hostname": registry.hostname, "plainHTTP": True, "solarSecretRef": {"name": "creds"}},
+        },
+    )
+    repository = {
+        "apiVersion": HELM,
+        "kind": "HelmClusterAddonRepository",
+        "metadata": {"name": REPO, "annotations": {FORCE: "now"}},
+        "spec": {"url": f"oci://{registry.hostname}/{REPOSITORY}"},
+    }
+    admin.create(HELM_CLUSTER_ADDON_REPOSITORY, repository)
+    cache = InformerCache(kube, KINDS).start()
+    clients = RegistryClients(cache, secret_reader(kube), default_factory)
+    try:
+        assert cache.wait_synced(10)
+        chart_settle(admin, cache)
+        before = len(apiserver.requests)
+        report = await ChartIndexer(cache, kube, Writer(kube), clients, ChartIndexConfig()).run_once(T0)
+    finally:
+        await clients.aclose()
+        cache.stop()
+    assert report.repositories[REPO].error == ""
+    repo = admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO)
+    assert FORCE not in (repo["metadata"].get("annotations") or {}) and repo.get("status")
+    sent = [attributes(r.method, r.path, r.params) for r in apiserver.requests[before:] if r.user == WARDEN]
+    assert {
+        ("create", "helmclusteraddoncharts"),
+        ("patch", "helmclusteraddoncharts/status"),
+        ("patch", "helmclusteraddonrepositories/status"),
+        ("patch", "helmclusteraddonrepositories"),
+        ("get", "secrets"),
+    } <= {(a.verb, a.resource) for a in sent}
+    assert [str(a) for a in sent if not rbac("registry-secrets").allows(SIDECAR, a)] == []
