@@ -2,9 +2,10 @@
 
 The apiserver double authorizes nothing, but it records every request and who sent it. A wired
 sidecar (leader election, availability with a registry Secret, the retention janitor, the referenced
-set) runs one pass as the warden's service account against the objects the manifests ship; then
-each request it sent is judged by the manifests' RBAC (tests/support/rbac.py), as kube-apiserver
-would have judged it.
+set) runs one pass as the warden's service account against the objects the manifests ship, and a
+forced chart index pass runs as that account too; then each request they sent is judged by the
+manifests' RBAC (tests/support/rbac.py), as kube-apiserver would have judged it. The package
+bookkeeping is not run here (its writes are patches the static tests cover).
 """
 
 from __future__ import annotations
