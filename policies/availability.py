@@ -18,6 +18,10 @@ NOT_FOUND         False, ArtifactMissing once misses >= N    misses + 1 (held at
 anything else     Unknown, CheckFailed                       unchanged
 ================  =========================================  ======================================
 
+Whatever the outcome, ``availability.credentials`` records how the lookup was authenticated (its
+:class:`~policies.registry_credentials.CheckedWith` text) when one was sent; an anonymous 401 or 403
+also says so in the condition message, since the way out is a Registry or a ReferenceGrant.
+
 ``lastTransitionTime`` moves only when the status changes; ``observedGeneration`` follows
 ``metadata.generation``. The miss count is held at N, so a confirmed-red entry is a steady state.
 
@@ -38,6 +42,7 @@ from typing import Any
 from policies.artifacts import DIGEST_LABEL, ArtifactRef, Unresolved, digest_from_label
 from policies.model import Obj
 from policies.objects import condition, dig, format_time, labels_of, parse_time
+from policies.registry_credentials import CheckedWith
 
 AVAILABLE = "Available"
 
@@ -98,33 +103,41 @@ CHECK_FAILED_WHAT: Mapping[Outcome, str] = {
 }
 """Every outcome that says nothing about the artifact, with how the condition message words it."""
 
+REFUSED = frozenset({Outcome.UNAUTHORIZED, Outcome.FORBIDDEN})
+"""Outcomes whose message also says when no credentials were sent: the way out is a Registry (or a grant)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Check:
     """One lookup's result. ``artifact`` names what was looked up (``host/repo:tag``).
 
     ``detail`` is appended to a CheckFailed message; keep it stable from pass to pass (a status
-    code, an error code), since a changed message is a change that gets written.
+    code, an error code), since a changed message is a change that gets written. ``credentials``
+    says how the lookup was authenticated (``policies.registry_credentials``); None when no lookup
+    was sent (unresolved, partial pass), and then the status keeps what it recorded before.
     """
 
     outcome: Outcome
     artifact: str
     digest: str | None = None
     detail: str = ""
+    credentials: CheckedWith | None = None
 
     @classmethod
-    def found(cls, ref: ArtifactRef, digest: str | None) -> Check:
-        return cls(Outcome.FOUND, str(ref), digest)
+    def found(cls, ref: ArtifactRef, digest: str | None, credentials: CheckedWith | None = None) -> Check:
+        return cls(Outcome.FOUND, str(ref), digest, credentials=credentials)
 
     @classmethod
-    def missing(cls, ref: ArtifactRef) -> Check:
-        return cls(Outcome.NOT_FOUND, str(ref))
+    def missing(cls, ref: ArtifactRef, credentials: CheckedWith | None = None) -> Check:
+        return cls(Outcome.NOT_FOUND, str(ref), credentials=credentials)
 
     @classmethod
-    def failed(cls, ref: ArtifactRef, outcome: Outcome, detail: str = "") -> Check:
+    def failed(
+        cls, ref: ArtifactRef, outcome: Outcome, detail: str = "", credentials: CheckedWith | None = None
+    ) -> Check:
         if outcome not in CHECK_FAILED_WHAT:
             raise ValueError(f"{outcome} is not a failed check")
-        return cls(outcome, str(ref), detail=detail)
+        return cls(outcome, str(ref), detail=detail, credentials=credentials)
 
     @classmethod
     def unresolved(cls, why: Unresolved) -> Check:
@@ -153,6 +166,8 @@ class Availability:
     first_miss_at: datetime | None = None
     last_checked_at: datetime | None = None
     resolved_digest: str = ""
+    credentials: str = ""
+    """How the last lookup sent was authenticated (:class:`CheckedWith` text), e.g. "checked anonymously: ..."."""
 
     @classmethod
     def of(cls, cv: Obj) -> Availability:
@@ -163,6 +178,7 @@ class Availability:
             first_miss_at=parse_time(raw.get("firstMissAt")),
             last_checked_at=parse_time(raw.get("lastCheckedAt")),
             resolved_digest=str(raw.get("resolvedDigest") or ""),
+            credentials=str(raw.get("credentials") or ""),
         )
 
     def to_status(self) -> dict[str, Any]:
@@ -174,6 +190,8 @@ class Availability:
             out["lastCheckedAt"] = format_time(self.last_checked_at)
         if self.resolved_digest:
             out["resolvedDigest"] = self.resolved_digest
+        if self.credentials:
+            out["credentials"] = self.credentials
         return out
 
 
@@ -206,13 +224,14 @@ def _is_available(cond: Any) -> bool:
 def decide(cv: Obj, check: Check, now: datetime, thresholds: Thresholds = Thresholds()) -> Verdict:
     """The status ``cv`` should have after ``check`` at ``now`` (pure; see the module table)."""
     old = Availability.of(cv)
+    credentials = check.credentials.text if check.credentials else old.credentials
     if check.outcome is Outcome.FOUND:
-        availability = Availability(0, None, now, check.digest or old.resolved_digest)
+        availability = Availability(0, None, now, check.digest or old.resolved_digest, credentials)
         status, reason, message = ConditionStatus.TRUE, Reason.ARTIFACT_RESOLVED, _resolved_message(cv, check)
     elif check.outcome is Outcome.NOT_FOUND:
         first = old.first_miss_at if old.consecutive_misses and old.first_miss_at else now
         misses = min(old.consecutive_misses + 1, thresholds.misses)
-        availability = Availability(misses, first, now, old.resolved_digest)
+        availability = Availability(misses, first, now, old.resolved_digest, credentials)
         fields = {"artifact": check.artifact, "misses": misses, "limit": thresholds.misses, "since": format_time(first)}
         if misses >= thresholds.misses and now - first >= thresholds.grace:
             status, reason, message = ConditionStatus.FALSE, Reason.ARTIFACT_MISSING, MSG_MISSING.format(**fields)
@@ -220,9 +239,12 @@ def decide(cv: Obj, check: Check, now: datetime, thresholds: Thresholds = Thresh
             status, reason = ConditionStatus.UNKNOWN, Reason.PENDING
             message = MSG_PENDING.format(**fields, grace=go_duration(thresholds.grace))
     else:
-        availability = replace(old, last_checked_at=now)
+        availability = replace(old, last_checked_at=now, credentials=credentials)
         status, reason = ConditionStatus.UNKNOWN, Reason.CHECK_FAILED
-        detail = f" ({check.detail})" if check.detail else ""
+        details = [check.detail] if check.detail else []
+        if check.outcome in REFUSED and check.credentials is not None and check.credentials.anonymous:
+            details.append(check.credentials.text)
+        detail = f" ({'; '.join(details)})" if details else ""
         message = MSG_CHECK_FAILED.format(artifact=check.artifact, what=CHECK_FAILED_WHAT[check.outcome], detail=detail)
     return Verdict(_condition(cv, status, reason, message, now), availability)
 

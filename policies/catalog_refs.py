@@ -7,8 +7,8 @@ that must stay in the same namespace (``LocalObjectReference``). Rules and index
 always agree on what is referenced.
 
 A cross-namespace reference resolves only when a ReferenceGrant in the referenced object's
-namespace admits it (ADR-012). The SolAr controllers match grants by group, kind and the
-referencing namespace; :func:`is_granted` does exactly that, nothing more.
+namespace admits it (ADR-012); ``policies.reference_grants`` matches them as the SolAr
+controllers do.
 """
 
 from __future__ import annotations
@@ -19,18 +19,17 @@ from dataclasses import dataclass
 from policies.decision import Decision, allow, fit_warning, invalid
 from policies.kinds import (
     COMPONENT_VERSION,
-    REFERENCE_GRANT,
     REGISTRY,
     REGISTRY_BINDING,
     RELEASE,
     RELEASE_BINDING,
-    SOLAR,
     TARGET,
 )
 from policies.model import AdmissionRequest, GroupKind, Obj, Operation
 from policies.objects import dig, is_terminating, json_type, labels_of, name_of, namespace_of, ref_of
+from policies.reference_grants import is_granted
 from policies.rules import Context
-from policies.view import IndexFn, View
+from policies.view import IndexFn
 
 COMPONENT_LABEL = "solar.opendefense.cloud/component"
 """Label discovery puts on a ComponentVersion: the name of its parent Component."""
@@ -205,23 +204,6 @@ GRANTED_REFERENCES: Mapping[GroupKind, GrantedReference] = {
 WARN_NOT_GRANTED = (
     "no ReferenceGrant in {to_ns} admits {from_kind} from {from_ns} to {to_kind} {to_name}; it will not resolve"
 )
-
-
-def _entries(grant: Obj, side: str) -> Iterable[Mapping[str, str]]:
-    return (e for e in dig(grant, "spec", side, default=()) if isinstance(e, Mapping))
-
-
-def is_granted(view: View, source: GroupKind, source_ns: str, target: GroupKind, target_ns: str) -> bool:
-    """True when a ReferenceGrant in ``target_ns`` admits ``source`` objects of ``source_ns``."""
-    for grant in view.list(REFERENCE_GRANT, namespace=target_ns):
-        from_ok = any(
-            e.get("group") == SOLAR and e.get("kind") == source.kind and e.get("namespace") == source_ns
-            for e in _entries(grant, "from")
-        )
-        to_ok = any(e.get("group") == SOLAR and e.get("kind") == target.kind for e in _entries(grant, "to"))
-        if from_ok and to_ok:
-            return True
-    return False
 
 
 def reference_grant(req: AdmissionRequest, ctx: Context) -> Decision:

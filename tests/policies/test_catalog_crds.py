@@ -122,6 +122,7 @@ def test_component_version_shows_availability():
     status = schema_of("ComponentVersion")["properties"]["status"]["properties"]
     assert sorted(status["availability"]["properties"]) == [
         "consecutiveMisses",
+        "credentials",
         "firstMissAt",
         "lastCheckedAt",
         "resolvedDigest",

@@ -22,6 +22,7 @@ from policies.availability import (
 )
 from policies.kinds import COMPONENT_VERSION, REGISTRY
 from policies.objects import condition, format_time
+from policies.registry_credentials import MSG_NO_REGISTRY, MSG_NO_SECRET
 from policies.sidecar_config import AvailabilityConfig
 from tests.sidecar.conftest import NS, T0, Counting, World, Writes
 from tests.support.registry import RegistryServer, push_helm_chart, push_ocm_component
@@ -151,6 +152,7 @@ async def test_missing_artifact_turns_false_after_misses_and_grace_and_green_whe
         "consecutiveMisses": 0,
         "lastCheckedAt": format_time(red_at + timedelta(minutes=6)),
         "resolvedDigest": catalog["a"].digest,
+        "credentials": MSG_NO_REGISTRY.format(host=host, namespace=NS),
     }
     assert writes.of(verb="delete") == []
 
@@ -220,7 +222,7 @@ async def test_unauthorized_is_unknown_until_credentials_are_given(
         assert state["condition"]["message"] == MSG_CHECK_FAILED.format(
             artifact=f"{registry.hostname}/{DESCRIPTORS}/example.com/demo:1.0.0",
             what=CHECK_FAILED_WHAT[Outcome.UNAUTHORIZED],
-            detail=" (HTTP 401)",
+            detail=f" (HTTP 401; {MSG_NO_SECRET.format(registry=f'{NS}/reg')})",
         )
         assert state["condition"]["status"] == "Unknown"
 
@@ -290,6 +292,7 @@ async def test_a_server_error_is_unknown_with_a_stable_detail(
     [(403, {}, Outcome.FORBIDDEN), (429, {"Retry-After": "30"}, Outcome.RATE_LIMITED), (500, {}, Outcome.SERVER_ERROR)],
 )
 async def test_other_answers_are_unknown_and_never_count_a_miss(
+    registry: RegistryServer,
     world: World,
     catalog: dict,
     cache,
@@ -310,7 +313,8 @@ async def test_other_answers_are_unknown_and_never_count_a_miss(
     assert report.outcomes[f"{NS}/a"] is outcome
     state = available(world, "a")
     assert (state["condition"]["status"], state["condition"]["reason"]) == ("Unknown", "CheckFailed")
-    assert f"{CHECK_FAILED_WHAT[outcome]} (HTTP {status})" in state["condition"]["message"]
+    anonymous = f"; {MSG_NO_REGISTRY.format(host=registry.hostname, namespace=NS)}" if status == 403 else ""
+    assert f"{CHECK_FAILED_WHAT[outcome]} (HTTP {status}{anonymous})" in state["condition"]["message"]
     assert state["availability"]["consecutiveMisses"] == 2
 
 

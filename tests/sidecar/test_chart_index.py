@@ -28,7 +28,7 @@ from policies.kinds import (
 )
 from policies.objects import format_time, ref_of
 from policies.sidecar_config import ChartIndexConfig
-from tests.sidecar.conftest import NS, SOLAR, T0, Counting, Writes, counting_factory, secret_reader
+from tests.sidecar.conftest import SOLAR, T0, WARDEN_NS, Counting, Writes, counting_factory, secret_reader
 from tests.support.registry import RegistryServer, push_artifact, push_helm_chart
 from tests.support.server import wait_until
 from webhook.kube.cache import InformerCache
@@ -85,18 +85,19 @@ def http(registry: RegistryServer) -> Iterator[httpx.Client]:
 @pytest.fixture
 def indexer(helm_cache: InformerCache, kube: Kube, counting: Counting) -> ChartIndexer:
     clients = RegistryClients(helm_cache, secret_reader(kube), counting_factory(counting))
-    return ChartIndexer(helm_cache, kube, Writer(kube), clients, ChartIndexConfig())
+    return ChartIndexer(helm_cache, kube, Writer(kube), clients, ChartIndexConfig(), namespace=WARDEN_NS)
 
 
 @pytest.fixture
 def repository(admin: Kube, registry: RegistryServer, helm_cache: InformerCache) -> dict[str, Any]:
-    """The Deckhouse repository, and a SolAr Registry saying the test registry speaks plain HTTP."""
+    """The Deckhouse repository, and a SolAr Registry (in the warden's namespace, the only one the chart
+    index takes a Registry from) saying the test registry speaks plain HTTP."""
     admin.create(
         REGISTRY,
         {
             "apiVersion": SOLAR,
             "kind": "Registry",
-            "metadata": {"name": "local", "namespace": NS},
+            "metadata": {"name": "local", "namespace": WARDEN_NS},
             "spec": {"hostname": registry.hostname, "plainHTTP": True},
         },
     )

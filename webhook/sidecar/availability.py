@@ -2,9 +2,11 @@
 
 Each pass lists ComponentVersions from the informer cache, resolves each one's artifact
 (``policies.artifacts``), sends one HEAD (by digest when the label holds a full digest, else by
-tag) through the registry's shared client with at most ``availability.concurrency`` in flight,
-and lets ``policies.availability.decide`` say what the status should be. Only a
-``status_changed`` verdict is written, so a steady catalog costs no API writes.
+tag) with at most ``availability.concurrency`` in flight, through the client for the entry's
+namespace and host (``RegistryClients.for_namespace``: its own Registry's credentials, a granted
+one's, or none; the status records which, ``status.availability.credentials``), and lets
+``policies.availability.decide`` say what the status should be. Only a ``status_changed`` verdict
+is written, so a steady catalog costs no API writes.
 
 A registry that cannot be reached (connection failure or timeout) makes the rest of the pass
 for that registry a *partial scan*: entries not yet looked up get ``PARTIAL_SCAN`` (Unknown)
@@ -29,7 +31,7 @@ from policies.artifacts import ArtifactRef, Unresolved, artifact_of
 from policies.availability import AVAILABLE, Check, Outcome, decide, status_changed
 from policies.kinds import COMPONENT_VERSION
 from policies.model import Obj
-from policies.objects import condition, ref_of
+from policies.objects import condition, namespace_of, ref_of
 from policies.sidecar_config import AvailabilityConfig
 from policies.view import View
 from webhook.kube.client import Conflict, NotFound
@@ -159,7 +161,7 @@ class AvailabilityLoop:
     ) -> None:
         ref = artifact_of(cv, self.view)
         async with limit:
-            check = await self._check(ref, unreachable, report)
+            check = await self._check(namespace_of(cv), ref, unreachable, report)
         report.outcomes[key] = check.outcome
         desired = decide(_for_decision(cv), check, now, self.thresholds).apply(cv.get("status"))
         if not status_changed(cv.get("status"), desired):
@@ -177,25 +179,27 @@ class AvailabilityLoop:
             report.written[key] = str((written.get("metadata") or {}).get("resourceVersion", ""))
             self.metrics.status_writes.labels("written").inc()
 
-    async def _check(self, ref: ArtifactRef | Unresolved, unreachable: set[str], report: PassReport) -> Check:
+    async def _check(
+        self, namespace: str, ref: ArtifactRef | Unresolved, unreachable: set[str], report: PassReport
+    ) -> Check:
         if isinstance(ref, Unresolved):
             return Check.unresolved(ref)
         host = ref.registry.lower()
         if host in unreachable:
             return Check.failed(ref, Outcome.PARTIAL_SCAN)
+        pooled = await self.clients.for_namespace(namespace, ref.registry, ref.plain_http)
         try:
-            client = await self.clients.client(ref.registry, ref.plain_http)
             report.requests += 1
-            descriptor = await client.head_manifest(ref.repository, ref.reference)
+            descriptor = await pooled.client.head_manifest(ref.repository, ref.reference)
         except ManifestNotFound:
-            return Check.missing(ref)
+            return Check.missing(ref, pooled.checked_with)
         except RegistryError as exc:
             outcome = outcome_of(exc)
             if outcome in UNREACHABLE:
                 unreachable.add(host)
             log.info("manifest lookup failed", extra={"fields": {"artifact": str(ref), "error": str(exc)}})
-            return Check.failed(ref, outcome, detail_of(exc))
-        return Check.found(ref, descriptor.digest)
+            return Check.failed(ref, outcome, detail_of(exc), pooled.checked_with)
+        return Check.found(ref, descriptor.digest, pooled.checked_with)
 
     def _count_entries(self) -> None:
         counts = Counter(

@@ -17,6 +17,10 @@ repository; it is never deleted here (an addon may still use it; the owner casca
 with the repository). The force-reconcile annotation is removed only after a pass whose fetch
 ran and whose result was stored, so a request for a full pass cannot be swallowed by a pass that
 failed before fetching or whose status write met a conflict.
+
+Credentials: a HelmClusterAddonRepository is cluster-scoped, so no tenant owns it and no tenant's
+Registry may lend it a Secret (that would publish a tenant's private chart versions cluster-wide).
+Only a Registry in the warden's own namespace for the host does; otherwise the listing is anonymous.
 """
 
 from __future__ import annotations
@@ -115,9 +119,18 @@ class ChartIndexer:
     """One pass over every HelmClusterAddonRepository with an ``oci://`` URL, from the informer cache."""
 
     def __init__(
-        self, view: View, kube: Kube, writer: Writer, clients: RegistryClients, config: ChartIndexConfig
+        self,
+        view: View,
+        kube: Kube,
+        writer: Writer,
+        clients: RegistryClients,
+        config: ChartIndexConfig,
+        *,
+        namespace: str,
     ) -> None:
         self.view = view
+        self.namespace = namespace
+        """The warden's namespace: only its Registries lend credentials (repositories are cluster-scoped)."""
         self.kube = kube
         self.writer = writer
         self.clients = clients
@@ -157,7 +170,7 @@ class ChartIndexer:
         return report
 
     async def _index(self, repo: Obj, location: OciLocation, report: RepositoryReport, now: datetime) -> None:
-        client = await self.clients.client(location.hostname)
+        client = (await self.clients.for_namespace(self.namespace, location.hostname, requester=None)).client
         force = FORCE_RECONCILE_ANNOTATION in (dig(repo, "metadata", "annotations", default=None) or {})
         try:
             tags, current, desired = await self._fetch(client, repo, location, force, report)

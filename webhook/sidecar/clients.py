@@ -1,15 +1,21 @@
-"""One shared registry client per registry endpoint, with credentials from the Registry's Secret.
+"""Registry clients per (endpoint, credential source), with credentials from the chosen Registry's Secret.
 
-A registry is named by its host (``host[:port]``, as Components and Registries spell it). The
-Registry object whose ``spec.hostname`` equals it (case-insensitively) supplies the credentials
-(the Secret named by ``spec.solarSecretRef``, in the Registry's namespace, keys ``username`` and
-``password``) and ``spec.plainHTTP``. When several Registries name one host, the first one with a
-Secret in ``namespace/name`` order is used, so every pass picks the same. Without a Registry
-object the client is anonymous: an anonymous HEAD that meets a 401 makes the entry Unknown,
-never False.
+Which Registry may lend credentials to a request is decided by ``policies.registry_credentials``
+(tenancy): a ComponentVersion in namespace ``N`` is checked with a Registry of ``N`` for its host,
+or with another namespace's Registry that a ReferenceGrant there admits to ``N``, or anonymously.
+This module only reads the chosen Registry's Secret (``spec.solarSecretRef``, always in that
+Registry's own namespace, keys ``username`` and ``password``) and hands out the client.
 
-Clients are kept across passes (they hold the connection pool and the token cache) and replaced
-only when the credentials change. Secrets are read once per pass at most (a GET, never a write).
+Clients are keyed by (hostname, plain HTTP, the Registry lending credentials), so two tenants
+never share a credentialed client (nor its token cache); anonymous requests share one client per
+endpoint. Clients are kept across passes (they hold the connection pool and the token cache) and
+replaced only when their credentials change. Each Secret is read once per pass at most (a GET,
+never a write). A client whose Registry is gone stays idle until :meth:`RegistryClients.aclose`.
+
+The three users: availability asks :meth:`RegistryClients.for_namespace` with the entry's namespace;
+reclamation asks :meth:`RegistryClients.for_registry` with the Registry it reclaims in; the chart
+index (cluster-scoped repositories, owned by no tenant) asks for the warden's namespace with no
+grants, so only a Registry an operator put there lends credentials to it.
 """
 
 from __future__ import annotations
@@ -19,12 +25,21 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policies.kinds import REGISTRY
-from policies.model import Obj
-from policies.objects import dig, name_of, namespace_of
+from policies.kinds import COMPONENT_VERSION
+from policies.model import GroupKind, Obj
+from policies.registry_credentials import (
+    CheckedWith,
+    CredentialSource,
+    SecretRead,
+    credential_source,
+    registry_hostname,
+    registry_source,
+)
 from policies.view import View
 from webhook.registry.client import RegistryClient
 from webhook.registry.credentials import Credentials, InvalidSecret, credentials_from_secret_data
+
+__all__ = ["ClientFactory", "Endpoint", "PooledClient", "RegistryClients", "default_factory", "registry_hostname"]
 
 log = logging.getLogger("catalog_warden.sidecar")
 
@@ -48,8 +63,16 @@ def default_factory(endpoint: Endpoint) -> RegistryClient:
     return RegistryClient(endpoint.hostname, plain_http=endpoint.plain_http, credentials=endpoint.credentials)
 
 
-def registry_hostname(registry: Obj) -> str:
-    return str(dig(registry, "spec", "hostname", default="")).strip().rstrip("/").lower()
+@dataclass(frozen=True, slots=True)
+class PooledClient:
+    """A client and how its requests are authenticated (for the status)."""
+
+    client: RegistryClient
+    checked_with: CheckedWith
+
+
+_Read = tuple[Credentials | None, SecretRead, str]
+"""A Secret read: the credentials, what the read gave, and why it is unusable."""
 
 
 class RegistryClients:
@@ -59,57 +82,59 @@ class RegistryClients:
         self.view = view
         self.read_secret = read_secret
         self.factory = factory
-        self._clients: dict[tuple[str, bool], tuple[Endpoint, RegistryClient]] = {}
-        self._secrets: dict[tuple[str, str], Credentials | None] = {}
+        self._clients: dict[tuple[str, bool, str], tuple[Endpoint, RegistryClient]] = {}
+        self._secrets: dict[tuple[str, str], _Read] = {}
         self._lock = asyncio.Lock()
 
     def begin_pass(self) -> None:
         self._secrets.clear()
 
-    def registry_for(self, hostname: str) -> Obj | None:
-        """The Registry object for ``hostname`` (see the module doc for the choice among several)."""
-        host = hostname.lower()
-        found = [r for r in self.view.list(REGISTRY) if registry_hostname(r) == host]
-        found.sort(key=lambda r: (not dig(r, "spec", "solarSecretRef", "name"), namespace_of(r), name_of(r)))
-        return found[0] if found else None
+    async def for_namespace(
+        self, namespace: str, hostname: str, plain_http: bool = False, requester: GroupKind | None = COMPONENT_VERSION
+    ) -> PooledClient:
+        """The client a ``requester`` in ``namespace`` may use for ``hostname`` (tenancy: module doc)."""
+        return await self._pooled(hostname, plain_http, credential_source(self.view, namespace, hostname, requester))
 
-    async def client(self, hostname: str, plain_http: bool = False) -> RegistryClient:
-        """The shared client for ``hostname``; plain HTTP when the caller or the Registry says so."""
+    async def for_registry(self, registry: Obj, plain_http: bool = False) -> PooledClient:
+        """The client for acting on ``registry`` itself, with its own Secret."""
+        return await self._pooled(registry_hostname(registry), plain_http, registry_source(registry))
+
+    async def _pooled(self, hostname: str, plain_http: bool, source: CredentialSource) -> PooledClient:
         async with self._lock:
-            registry = self.registry_for(hostname)
-            plain = plain_http or bool(dig(registry, "spec", "plainHTTP", default=False))
-            endpoint = Endpoint(hostname, plain, await self._credentials(registry))
-            key = (hostname.lower(), plain)
+            plain = plain_http or source.plain_http
+            credentials, read, error = await self._credentials(source)
+            endpoint = Endpoint(hostname, plain, credentials)
+            key = (hostname.lower(), plain, source.key if credentials is not None else "")
+            checked_with = source.checked_with(read, error)
             held = self._clients.get(key)
             if held is not None and held[0] == endpoint:
-                return held[1]
+                return PooledClient(held[1], checked_with)
             if held is not None:
                 await held[1].aclose()
             client = self.factory(endpoint)
             self._clients[key] = (endpoint, client)
-            return client
+            return PooledClient(client, checked_with)
 
-    async def _credentials(self, registry: Obj | None) -> Credentials | None:
-        secret_name = str(dig(registry, "spec", "solarSecretRef", "name", default=""))
-        if registry is None or not secret_name:
-            return None
-        key = (namespace_of(registry), secret_name)
+    async def _credentials(self, source: CredentialSource) -> _Read:
+        key = source.secret
+        if key is None:
+            return None, SecretRead.LOADED, ""
         if key not in self._secrets:
             self._secrets[key] = await asyncio.to_thread(self._read, *key)
         return self._secrets[key]
 
-    def _read(self, namespace: str, name: str) -> Credentials | None:
+    def _read(self, namespace: str, name: str) -> _Read:
         secret = self.read_secret(namespace, name)
         if secret is None:
             log.warning("registry secret not found", extra={"fields": {"secret": f"{namespace}/{name}"}})
-            return None
+            return None, SecretRead.MISSING, ""
         try:
-            return credentials_from_secret_data(secret.get("data"))
+            return credentials_from_secret_data(secret.get("data")), SecretRead.LOADED, ""
         except InvalidSecret as exc:
             log.warning(
                 "registry secret unusable", extra={"fields": {"secret": f"{namespace}/{name}", "error": str(exc)}}
             )
-            return None
+            return None, SecretRead.UNUSABLE, str(exc)
 
     async def aclose(self) -> None:
         async with self._lock:

@@ -183,7 +183,7 @@ class Reclaimer:
             # plan() refuses too; asking first would cost a full listing for nothing
             report.plan = plan(referenced, host, {}, mode, self.config.safetyAge, self.config.perPassCap, now)
             return self._refused(report, report.plan.refused, RefusalWhy.INCOMPLETE)
-        client = await self.clients.client(host)
+        client = (await self.clients.for_registry(registry)).client  # its own Secret, never another tenant's
         try:
             listing = await self._list(client, host, now, report)
         except _Partial as exc:

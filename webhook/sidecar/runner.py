@@ -33,6 +33,7 @@ from policies.kinds import (
     HELM_CLUSTER_ADDON_CHART,
     HELM_CLUSTER_ADDON_REPOSITORY,
     PACKAGE_REVISION,
+    REFERENCE_GRANT,
     REGISTRY,
     RELEASE,
     REPOSITORY,
@@ -61,6 +62,7 @@ CACHED_KINDS = (
     COMPONENT,
     COMPONENT_VERSION,
     REGISTRY,
+    REFERENCE_GRANT,
     RELEASE,
     HELM_CLUSTER_ADDON_REPOSITORY,
     HELM_CLUSTER_ADDON_CHART,
@@ -68,7 +70,8 @@ CACHED_KINDS = (
     PACKAGE_REVISION,
     REPOSITORY,
 )
-"""All the loops read: entries, where their artifacts live, which registries opted in, and (for the
+"""All the loops read: entries, where their artifacts live, which registries opted in and which
+ReferenceGrants let a namespace use another's Registry credentials, and (for the
 retention janitor) which Releases still reference an entry; the chart indexer: repositories, their chart
 objects (the recorded verdicts) and the addons that keep removed versions; the package bookkeeping:
 PackageRevisions and the Repositories that decide whether a Published revision may go."""
@@ -126,7 +129,9 @@ class Sidecar:
         self.janitor = Janitor(
             self.cache, self.writer, self.config.retention, self.metrics, may_act=self.leading.is_set
         )
-        self.chart_index = ChartIndexer(self.cache, kube, self.writer, self.clients, self.config.chartIndex)
+        self.chart_index = ChartIndexer(
+            self.cache, kube, self.writer, self.clients, self.config.chartIndex, namespace=settings.namespace
+        )
         # Built only when switched on: it refuses a cache that cannot show it every Repository.
         self.packages = (
             PackageBookkeeper(self.cache, self.writer, self.metrics, may_act=self.leading.is_set)
