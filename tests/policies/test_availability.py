@@ -10,6 +10,7 @@ import pytest
 from policies.artifacts import DIGEST_LABEL, ArtifactRef, Unresolved, UnresolvedReason
 from policies.availability import (
     CHECK_FAILED_WHAT,
+    MSG_CHECK_FAILED,
     Availability,
     Check,
     Outcome,
@@ -18,6 +19,7 @@ from policies.availability import (
     go_duration,
     status_changed,
 )
+from policies.registry_credentials import CheckedWith
 
 NOW = datetime(2026, 11, 29, 12, 30, 5, tzinfo=UTC)
 NOW_S = "2026-11-29T12:30:05Z"
@@ -355,3 +357,56 @@ def test_thresholds_are_checked():
 )
 def test_go_duration(value, text):
     assert go_duration(value) == text
+
+
+# --- how the lookup was authenticated (tenancy) ----------------------------------------------
+
+ANONYMOUS = CheckedWith(
+    "checked anonymously: no Registry for reg.example:5000 in namespace team-a or granted to it", True
+)
+WITH_SECRET = CheckedWith("checked with Secret team-a/creds of Registry team-a/reg", False)
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        Check.found(REF, D1, ANONYMOUS),
+        Check.missing(REF, ANONYMOUS),
+        *(Check.failed(REF, o, "HTTP 401", ANONYMOUS) for o in (Outcome.UNAUTHORIZED, Outcome.SERVER_ERROR)),
+    ],
+    ids=lambda c: str(c.outcome),
+)
+def test_every_lookup_records_its_credentials_and_a_second_identical_pass_writes_nothing(check: Check) -> None:
+    held = Thresholds(misses=1, grace=timedelta(0))  # a miss is then a steady state too
+    first = decide(cv(), check, NOW, held).apply(None)
+    assert first["availability"]["credentials"] == ANONYMOUS.text
+    again = decide({**cv(), "status": first}, check, NOW + timedelta(minutes=5), held).apply(first)
+    assert not status_changed(first, again)
+
+
+def test_a_change_of_credentials_is_a_write_and_no_lookup_keeps_what_was_recorded() -> None:
+    first = decide(cv(), Check.found(REF, D1, ANONYMOUS), NOW).apply(None)
+    granted = decide({**cv(), "status": first}, Check.found(REF, D1, WITH_SECRET), NOW).apply(first)
+    assert granted["availability"]["credentials"] == WITH_SECRET.text and status_changed(first, granted)
+    for no_lookup in (Check.failed(REF, Outcome.PARTIAL_SCAN), Check.found(REF, D1)):
+        kept = decide({**cv(), "status": granted}, no_lookup, NOW).apply(granted)
+        assert kept["availability"]["credentials"] == WITH_SECRET.text
+
+
+@pytest.mark.parametrize(
+    ("outcome", "credentials", "detail"),
+    [
+        (Outcome.UNAUTHORIZED, ANONYMOUS, f" (HTTP 401; {ANONYMOUS.text})"),
+        (Outcome.FORBIDDEN, ANONYMOUS, f" (HTTP 401; {ANONYMOUS.text})"),
+        (Outcome.UNAUTHORIZED, WITH_SECRET, " (HTTP 401)"),
+        (Outcome.SERVER_ERROR, ANONYMOUS, " (HTTP 401)"),
+        (Outcome.UNAUTHORIZED, None, " (HTTP 401)"),
+    ],
+)
+def test_an_anonymous_refusal_says_no_credentials_were_sent(
+    outcome: Outcome, credentials: CheckedWith | None, detail: str
+) -> None:
+    verdict = decide(cv(), Check.failed(REF, outcome, "HTTP 401", credentials), NOW)
+    assert verdict.condition["message"] == MSG_CHECK_FAILED.format(
+        artifact=ART, what=CHECK_FAILED_WHAT[outcome], detail=detail
+    )
