@@ -39,8 +39,6 @@ from policies.view import View
 from webhook.registry.client import RegistryClient
 from webhook.registry.credentials import Credentials, InvalidSecret, credentials_from_secret_data
 
-__all__ = ["ClientFactory", "Endpoint", "PooledClient", "RegistryClients", "default_factory", "registry_hostname"]
-
 log = logging.getLogger("catalog_warden.sidecar")
 
 SecretReader = Callable[[str, str], Obj | None]
