@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from policies import reference_grants, registry_credentials
 from policies.decision import Decision, allow, fit_warning, invalid
 from policies.kinds import (
     COMPONENT_VERSION,
@@ -179,6 +180,8 @@ INDEXES: Mapping[GroupKind, Mapping[str, IndexFn]] = {
         REGISTRY_BINDINGS_BY_REGISTRY: _bindings_by_registry,
     },
     COMPONENT_VERSION: {COMPONENT_VERSIONS_BY_COMPONENT: _cvs_by_component},
+    **registry_credentials.INDEXES,
+    **reference_grants.INDEXES,
 }
 
 

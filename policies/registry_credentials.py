@@ -25,14 +25,14 @@ Secret first, then ``namespace/name`` order; the grant reported is the first adm
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from policies.kinds import COMPONENT_VERSION, REGISTRY
 from policies.model import GroupKind, Obj
 from policies.objects import dig, name_of, namespace_of, ref_of
-from policies.reference_grants import granting
+from policies.reference_grants import granted_namespaces
 from policies.view import View
 
 MSG_WITH_SECRET = "checked with Secret {secret} of Registry {registry}"
@@ -56,9 +56,25 @@ MSG_SECRET: Mapping[SecretRead, str] = {
 }
 
 
+REGISTRIES_BY_HOSTNAME = "registriesByNamespaceAndHostname"
+"""Registry index: ``<namespace>/<registry_hostname>``, so a choice reads only the namespaces it may use."""
+
+
 def registry_hostname(registry: Obj | None) -> str:
     """``spec.hostname`` as hosts are compared: trimmed, without a trailing ``/``, lowercase."""
     return str(dig(registry, "spec", "hostname", default="")).strip().rstrip("/").lower()
+
+
+def _registries_by_hostname(registry: Obj) -> Iterable[str]:
+    host = registry_hostname(registry)
+    if host:
+        yield f"{namespace_of(registry)}/{host}"
+
+
+INDEXES: Mapping[GroupKind, Mapping[str, Callable[[Obj], Iterable[str]]]] = {
+    REGISTRY: {REGISTRIES_BY_HOSTNAME: _registries_by_hostname}
+}
+"""Declared with the catalog family's indexes, so the sidecar's cache maintains them."""
 
 
 def secret_name_of(registry: Obj | None) -> str:
@@ -129,16 +145,16 @@ def credential_source(
     chart index, whose repositories are cluster-scoped, passes the warden's namespace).
     """
     wanted = host.strip().rstrip("/").lower()
-    matching = sorted((r for r in view.list(REGISTRY) if registry_hostname(r) == wanted), key=_preference)
-    own = [r for r in matching if namespace_of(r) == namespace]
+    own = view.indexed(REGISTRY, REGISTRIES_BY_HOSTNAME, f"{namespace}/{wanted}")
     if own:
-        return CredentialSource(own[0])
+        return CredentialSource(min(own, key=_preference))
     if requester is None:
         return CredentialSource(None, why_none=MSG_NO_REGISTRY_NO_GRANTS.format(host=wanted, namespace=namespace))
-    for registry in matching:
-        grant = granting(view, requester, namespace, REGISTRY, namespace_of(registry))
-        if grant is not None:
-            return CredentialSource(registry, grant)
+    grants = granted_namespaces(view, requester, namespace, REGISTRY)
+    granted = [r for ns in grants for r in view.indexed(REGISTRY, REGISTRIES_BY_HOSTNAME, f"{ns}/{wanted}")]
+    if granted:
+        chosen = min(granted, key=_preference)
+        return CredentialSource(chosen, grants[namespace_of(chosen)])
     return CredentialSource(None, why_none=MSG_NO_REGISTRY.format(host=wanted, namespace=namespace))
 
 

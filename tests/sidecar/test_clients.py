@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from policies.families import INDEXES
 from policies.kinds import REFERENCE_GRANT, REGISTRY
 from policies.registry_credentials import MSG_NO_REGISTRY_NO_GRANTS, MSG_SECRET, SecretRead
 from policies.view import MemoryView
@@ -43,7 +44,7 @@ class Pool:
     """A pool over a MemoryView, a Secret store that records every read, and a factory that records endpoints."""
 
     def __init__(self, *objects: dict[str, Any], secrets: dict[tuple[str, str], dict[str, Any]]) -> None:
-        self.view = MemoryView()
+        self.view = MemoryView(INDEXES)
         for obj in objects:
             self.view.put(REGISTRY if obj["kind"] == "Registry" else REFERENCE_GRANT, obj)
         self.secrets = secrets
@@ -103,6 +104,9 @@ async def test_the_cluster_scoped_chart_index_borrows_no_tenants_secret() -> Non
     assert pooled.checked_with.text == MSG_NO_REGISTRY_NO_GRANTS.format(host=H, namespace="catalog-warden")
     pool.view.put(REGISTRY, registry("catalog-warden", secret="creds"))
     pool.secrets[("catalog-warden", "creds")] = {"data": secret_data("warden")}
+    await pool.clients.for_namespace("catalog-warden", H, requester=None)
+    assert pool.reads == [], "the choice holds for the rest of the pass"
+    pool.clients.begin_pass()
     await pool.clients.for_namespace("catalog-warden", H, requester=None)
     assert pool.reads == [("catalog-warden", "creds")]
     await pool.clients.aclose()

@@ -8,6 +8,7 @@ never retries on its own (except the one retry that answers an auth challenge): 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -86,6 +87,13 @@ def tls_context(ca_pem: str) -> ssl.SSLContext:
     return ssl.create_default_context(cadata=ca_pem)
 
 
+@functools.cache
+def default_tls_context() -> ssl.SSLContext:
+    """httpx's default verifying context, built once: loading the trust store costs ~50-150 ms per
+    client, and the sidecar keeps one client per (registry, lending Registry), not one per registry."""
+    return httpx.create_ssl_context()
+
+
 class RegistryClient:
     """Talks to one registry at ``hostname`` (``host[:port]``, no scheme), over HTTPS unless ``plain_http``.
 
@@ -111,7 +119,7 @@ class RegistryClient:
         self._origin = _origin(self.base_url)
         self._clock = clock
         self._http = httpx.AsyncClient(
-            verify=tls_context(ca_pem) if ca_pem else True,
+            verify=tls_context(ca_pem) if ca_pem else default_tls_context(),
             timeout=httpx.Timeout(timeout),
             follow_redirects=False,
             transport=transport,

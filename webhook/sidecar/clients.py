@@ -10,7 +10,8 @@ Clients are keyed by (hostname, plain HTTP, the Registry lending credentials), s
 never share a credentialed client (nor its token cache); anonymous requests share one client per
 endpoint. Clients are kept across passes (they hold the connection pool and the token cache) and
 replaced only when their credentials change. Each Secret is read once per pass at most (a GET,
-never a write). A client whose Registry is gone stays idle until :meth:`RegistryClients.aclose`.
+never a write), and the choice is made once per (namespace, host) and pass. A client whose
+Registry is gone stays idle until :meth:`RegistryClients.aclose`.
 
 The three users: availability asks :meth:`RegistryClients.for_namespace` with the entry's namespace;
 reclamation asks :meth:`RegistryClients.for_registry` with the Registry it reclaims in; the chart
@@ -32,9 +33,9 @@ from policies.registry_credentials import (
     CredentialSource,
     SecretRead,
     credential_source,
-    registry_hostname,
     registry_source,
 )
+from policies.registry_credentials import registry_hostname as registry_hostname  # reclaim.py imports it from here
 from policies.view import View
 from webhook.registry.client import RegistryClient
 from webhook.registry.credentials import Credentials, InvalidSecret, credentials_from_secret_data
@@ -82,16 +83,27 @@ class RegistryClients:
         self.factory = factory
         self._clients: dict[tuple[str, bool, str], tuple[Endpoint, RegistryClient]] = {}
         self._secrets: dict[tuple[str, str], _Read] = {}
+        self._chosen: dict[tuple[str, str, bool, GroupKind | None], PooledClient] = {}
         self._lock = asyncio.Lock()
 
     def begin_pass(self) -> None:
+        """Forget the Secrets read and the choices made: each pass decides from the objects as they are."""
         self._secrets.clear()
+        self._chosen.clear()
 
     async def for_namespace(
         self, namespace: str, hostname: str, plain_http: bool = False, requester: GroupKind | None = COMPONENT_VERSION
     ) -> PooledClient:
-        """The client a ``requester`` in ``namespace`` may use for ``hostname`` (tenancy: module doc)."""
-        return await self._pooled(hostname, plain_http, credential_source(self.view, namespace, hostname, requester))
+        """The client a ``requester`` in ``namespace`` may use for ``hostname`` (tenancy: module doc).
+
+        The choice is made once per (namespace, host) and pass: the entries of one namespace share it.
+        """
+        key = (namespace, hostname.lower(), plain_http, requester)
+        pooled = self._chosen.get(key)
+        if pooled is None:
+            source = credential_source(self.view, namespace, hostname, requester)
+            pooled = self._chosen[key] = await self._pooled(hostname, plain_http, source)
+        return pooled
 
     async def for_registry(self, registry: Obj, plain_http: bool = False) -> PooledClient:
         """The client for acting on ``registry`` itself, with its own Secret."""
