@@ -56,7 +56,7 @@ MSG_SECRET: Mapping[SecretRead, str] = {
 }
 
 
-REGISTRIES_BY_HOSTNAME = "registriesByNamespaceAndHostname"
+REGISTRIES_BY_NAMESPACE_AND_HOST = "registriesByNamespaceAndHostname"
 """Registry index: ``<namespace>/<registry_hostname>``, so a choice reads only the namespaces it may use."""
 
 
@@ -65,14 +65,14 @@ def registry_hostname(registry: Obj | None) -> str:
     return str(dig(registry, "spec", "hostname", default="")).strip().rstrip("/").lower()
 
 
-def _registries_by_hostname(registry: Obj) -> Iterable[str]:
+def _registries_by_namespace_and_host(registry: Obj) -> Iterable[str]:
     host = registry_hostname(registry)
     if host:
         yield f"{namespace_of(registry)}/{host}"
 
 
 INDEXES: Mapping[GroupKind, Mapping[str, Callable[[Obj], Iterable[str]]]] = {
-    REGISTRY: {REGISTRIES_BY_HOSTNAME: _registries_by_hostname}
+    REGISTRY: {REGISTRIES_BY_NAMESPACE_AND_HOST: _registries_by_namespace_and_host}
 }
 """Declared with the catalog family's indexes, so the sidecar's cache maintains them."""
 
@@ -142,16 +142,18 @@ def credential_source(
     """The Registry whose credentials a ``requester`` in ``namespace`` may use for ``host`` (module doc).
 
     ``requester=None`` consults no ReferenceGrant: only ``namespace``'s own Registries count (the
-    chart index, whose repositories are cluster-scoped, passes the warden's namespace).
+    chart index, whose repositories are cluster-scoped, passes the warden's namespace). ``view``
+    must carry this module's and ``reference_grants``' indexes, as every view built with the
+    families' ``INDEXES`` (the informer cache) does.
     """
     wanted = host.strip().rstrip("/").lower()
-    own = view.indexed(REGISTRY, REGISTRIES_BY_HOSTNAME, f"{namespace}/{wanted}")
+    own = view.indexed(REGISTRY, REGISTRIES_BY_NAMESPACE_AND_HOST, f"{namespace}/{wanted}")
     if own:
         return CredentialSource(min(own, key=_preference))
     if requester is None:
         return CredentialSource(None, why_none=MSG_NO_REGISTRY_NO_GRANTS.format(host=wanted, namespace=namespace))
     grants = granted_namespaces(view, requester, namespace, REGISTRY)
-    granted = [r for ns in grants for r in view.indexed(REGISTRY, REGISTRIES_BY_HOSTNAME, f"{ns}/{wanted}")]
+    granted = [r for ns in grants for r in view.indexed(REGISTRY, REGISTRIES_BY_NAMESPACE_AND_HOST, f"{ns}/{wanted}")]
     if granted:
         chosen = min(granted, key=_preference)
         return CredentialSource(chosen, grants[namespace_of(chosen)])
