@@ -204,9 +204,9 @@ class World:
             spec["solarSecretRef"] = {"name": secret}
         return self._create(REGISTRY, name, {"spec": spec, "metadata": {"annotations": annotations or {}}})
 
-    def secret(self, name: str, username: str, password: str) -> None:
+    def secret(self, name: str, username: str, password: str, namespace: str = NS) -> None:
         data = {k: base64.b64encode(v.encode()).decode() for k, v in (("username", username), ("password", password))}
-        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS}, "data": data}
+        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}, "data": data}
         self.admin.create(SECRET, body)
 
     def _create(self, kind: Any, name: str, extra: dict[str, Any]) -> dict[str, Any]:

@@ -179,13 +179,13 @@ async def test_every_request_of_a_forced_chart_index_pass_is_allowed_by_the_mani
     """The chart index writes chart objects, their status, the repository's status and annotation."""
     with registry.http() as http:
         push_chart(http, "1.0.0", CONTENT)
-    world.secret("creds", TEST_USER, TEST_PASSWORD)
+    world.secret("creds", TEST_USER, TEST_PASSWORD, namespace=WARDEN_NS)  # the chart index lends only the warden's
     admin.create(
         REGISTRY,
         {
             "apiVersion": SOLAR,
             "kind": "Registry",
-            "metadata": {"name": "local", "namespace": NS},
+            "metadata": {"name": "local", "namespace": WARDEN_NS},
             "spec": {"hostname": registry.hostname, "plainHTTP": True, "solarSecretRef": {"name": "creds"}},
         },
     )
@@ -202,7 +202,9 @@ async def test_every_request_of_a_forced_chart_index_pass_is_allowed_by_the_mani
         assert cache.wait_synced(10)
         chart_settle(admin, cache)
         before = len(apiserver.requests)
-        report = await ChartIndexer(cache, kube, Writer(kube), clients, ChartIndexConfig()).run_once(T0)
+        report = await ChartIndexer(
+            cache, kube, Writer(kube), clients, ChartIndexConfig(), namespace=WARDEN_NS
+        ).run_once(T0)
     finally:
         await clients.aclose()
         cache.stop()
