@@ -86,22 +86,54 @@ def make_serving(
     """
     usages = [ExtendedKeyUsageOID.SERVER_AUTH] + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])
     names = list(dict.fromkeys([*dns, *ALWAYS_DNS]))
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ALWAYS_IPS]
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])])
+    return _leaf(ca, ca_key, subject, sans, usages, days)
+
+
+def make_client(
+    ca: Pair,
+    ca_key: ec.EllipticCurvePrivateKey,
+    user: str,
+    groups: list[str] | tuple[str, ...] = (),
+    days: int = 365,
+) -> Pair:
+    """A client certificate signed by ``ca`` that kube-apiserver reads as ``user`` in ``groups``.
+
+    kube-apiserver's x509 authenticator takes the user name from the common name and the groups
+    from the organizations (``system:masters`` is the group that bypasses RBAC).
+    """
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, user)]
+    attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+    return _leaf(ca, ca_key, x509.Name(attributes), [], [ExtendedKeyUsageOID.CLIENT_AUTH], days)
+
+
+def _leaf(
+    ca: Pair,
+    ca_key: ec.EllipticCurvePrivateKey,
+    subject: x509.Name,
+    sans: list[x509.GeneralName],
+    usages: list[x509.ObjectIdentifier],
+    days: int,
+) -> Pair:
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     key = _key()
     now = datetime.now(UTC)
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ALWAYS_IPS]
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .subject_name(subject)
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - timedelta(minutes=5))
         .not_valid_after(now + timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = (
+        builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
