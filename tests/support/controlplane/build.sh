@@ -71,6 +71,11 @@ elapsed() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 # otherwise the last lines of the log. Then exit non-zero.
 fail() {
 	local what="$1" log="$2" line mod
+	line=$(grep -m1 -E 'requires go >= ' "$log" || true)
+	if [[ -n "$line" ]]; then
+		echo "$ME: $what needs a newer Go than $(go env GOVERSION): ${line#go: } (try GOTOOLCHAIN=go1.27.3)" >&2
+		exit 1
+	fi
 	line=$(grep -m1 -E '(reading https?://|Get "https?://|verifying .*@|unknown revision|invalid version|not found: )' "$log" || true)
 	if [[ -n "$line" ]]; then
 		# "go: A@v1 requires B@v2: reading ...": the failing one is the last module@version before
