@@ -7,10 +7,38 @@ to a default. Every key is documented in ``docs/configuration.md``.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from datetime import timedelta
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from policies.identity import Identities
-from policies.sidecar_config import SidecarConfig
+from policies.sidecar_config import Interval, SidecarConfig
+
+
+def _whole_seconds(value: timedelta) -> timedelta:
+    if value < timedelta(seconds=1) or value.total_seconds() != int(value.total_seconds()):
+        raise ValueError("must be a whole number of seconds, at least 1s (it is sent as timeoutSeconds)")
+    return value
+
+
+class InformerConfig(BaseModel):
+    """When the informer cache counts as live (docs/configuration.md, docs/operations.md "Readiness").
+
+    Used by ``serve`` and ``sidecar`` alike: a kind whose watch has been down longer than
+    ``maxWatchGap``, or open but silent longer than ``watchTimeout + maxWatchGap``, is stale, and
+    a stale cache is treated as not synced (503 from rules that read it, readiness false, the
+    sidecar's loops paused).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    maxWatchGap: Interval = timedelta(seconds=15)
+    """How long a kind may be without an open watch (reconnecting, relisting, backing off) and still count as live."""
+    watchTimeout: Annotated[Interval, AfterValidator(_whole_seconds)] = timedelta(seconds=60)
+    """``timeoutSeconds`` of each watch; plus ``maxWatchGap``, how long a silent (half-open) watch goes unnoticed."""
+    requestTimeout: Interval = timedelta(seconds=30)
+    """Each list page, and the wait for a watch's response headers."""
 
 
 class Families(BaseModel):
@@ -34,6 +62,8 @@ class PolicyConfig(BaseModel):
     """How many referrers a denial names before it says "and N more"."""
     sidecar: SidecarConfig = Field(default_factory=SidecarConfig)
     """The sidecar loops' switches, intervals and thresholds (docs/sidecar.md)."""
+    informer: InformerConfig = Field(default_factory=InformerConfig)
+    """When the informer cache counts as live (a stale cache is treated as not synced)."""
 
 
 DEFAULT_CONFIG = PolicyConfig()

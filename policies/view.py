@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from policies.model import GroupKind, Obj
 from policies.objects import labels_of, name_of, namespace_of
@@ -41,6 +41,31 @@ class View(Protocol):
     def indexed(self, kind: GroupKind, index: str, key: str) -> Sequence[Obj]:
         """Objects of ``kind`` whose index function ``index`` yields ``key``."""
         ...
+
+
+@runtime_checkable
+class Staleness(Protocol):
+    """A view that can say which of its parts are stale (the informer cache: kinds whose watch is down).
+
+    The shell uses it to word a 503 and a readiness answer; rules only ever see ``synced``.
+    """
+
+    def staleness(self) -> str:
+        """The stale parts and since when; ``""`` when none is (a view not yet synced is not stale)."""
+        ...
+
+
+def staleness_of(view: object) -> str:
+    """``view.staleness()`` for a view that reports it, else ``""``."""
+    return view.staleness() if isinstance(view, Staleness) else ""
+
+
+def not_synced_reason(view: View) -> str:
+    """Why ``view`` may not be relied on, as readiness answers say it; ``""`` while it is synced."""
+    if view.synced:
+        return ""
+    stale = staleness_of(view)
+    return f"cluster state stale: {stale}" if stale else "cluster state not synced"
 
 
 def _key(namespace: str, name: str) -> tuple[str, str]:

@@ -30,7 +30,7 @@ from policies.families import TABLES
 from policies.identity import is_cluster_cleanup
 from policies.model import AdmissionRequest, GroupKind, Operation, UserInfo
 from policies.rules import Context, Rule, RuleTable
-from policies.view import View
+from policies.view import View, staleness_of
 from webhook.metrics import Metrics
 
 log = logging.getLogger("catalog_warden.admission")
@@ -40,6 +40,11 @@ MAX_WARNINGS = 20
 """kube-apiserver drops warnings beyond 4096 characters in total; 20 x 120 stays under it."""
 
 Clock = Callable[[], datetime]
+
+MSG_UNSYNCED = "cluster state is not synced yet, so {rule} cannot decide; retry shortly"
+MSG_STALE = "cluster state is stale ({stale}), so {rule} cannot decide; retry shortly"
+"""While a synced cache has gone stale (a watch down or silent beyond its bound): which kinds, since when."""
+MSG_FAIL_OPEN = "catalog-warden: cluster state {state}; {rule} skipped (fail open)"
 
 
 def utc_now() -> datetime:
@@ -223,13 +228,11 @@ class Admission:
 
     def _run(self, rule: Rule, req: AdmissionRequest, ctx: Context) -> Decision:
         if rule.needs_view and not ctx.view.synced:
+            stale = staleness_of(ctx.view)
             if self._config.failOpenWhenUnsynced:
-                return allow(f"catalog-warden: cluster state not synced; {rule.name} skipped (fail open)")
-            return deny(
-                f"cluster state is not synced yet, so {rule.name} cannot decide; retry shortly",
-                code=503,
-                reason="ServiceUnavailable",
-            )
+                return allow(MSG_FAIL_OPEN.format(state="stale" if stale else "not synced", rule=rule.name))
+            message = MSG_STALE.format(stale=stale, rule=rule.name) if stale else MSG_UNSYNCED.format(rule=rule.name)
+            return deny(message, code=503, reason="ServiceUnavailable")
         try:
             return rule.fn(req, ctx)
         except Exception as exc:  # a broken rule must never take the server down

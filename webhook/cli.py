@@ -100,7 +100,7 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         except (ConfigException, OSError) as exc:
             where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "in-cluster config (no --kubeconfig)"
             _fail(f"cannot connect with {where} ({str(exc).rstrip('.')}); pass --state DIR to serve from files")
-        cache = InformerCache(Kube(api_client)).start()
+        cache = InformerCache.configured(Kube(api_client), config.informer).start()
         view = cache
     settings = ServeSettings(
         cert_dir=args.cert_dir,

@@ -19,7 +19,7 @@ import uvicorn
 from policies.config import PolicyConfig
 from policies.families import TABLES
 from policies.rules import RuleTable
-from policies.view import View
+from policies.view import View, not_synced_reason
 from webhook.admission import Admission
 from webhook.app import WebhookApp, create_probe_app
 from webhook.conversion import convert_review
@@ -93,8 +93,9 @@ class Warden:
     def ready(self) -> tuple[bool, str]:
         if not self.main.started:
             return False, "TLS listener not started"
-        if not self.view().synced:
-            return False, "cluster state not synced"
+        why = not_synced_reason(self.view())
+        if why:
+            return False, why
         return True, "ok"
 
     def stop(self) -> None:

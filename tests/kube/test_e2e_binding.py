@@ -20,7 +20,7 @@ from kubernetes import client
 from policies.catalog import MSG_CV_UNAVAILABLE
 from policies.kinds import COMPONENT_VERSION, NAMESPACE
 from policies.model import GroupKind, Obj
-from policies.view import View
+from policies.view import View, staleness_of
 from tests.kube.conftest import NS, WARDEN
 from tests.support.apiserver import ApiServerDouble
 from tests.support.apiserver.fixtures import PROJECT_MANIFESTS
@@ -44,6 +44,9 @@ class LateView:
     @property
     def synced(self) -> bool:
         return self.target is not None and self.target.synced
+
+    def staleness(self) -> str:
+        return staleness_of(self.target)
 
     def get(self, kind: GroupKind, name: str, namespace: str = "") -> Obj | None:
         assert self.target is not None

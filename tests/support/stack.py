@@ -30,7 +30,7 @@ from kubernetes import client
 
 from policies.config import PolicyConfig
 from policies.model import GroupKind, Obj
-from policies.view import View
+from policies.view import View, staleness_of
 from tests.support.apiserver.double import ApiServerDouble
 from tests.support.apiserver.fixtures import PROJECT_MANIFESTS
 from tests.support.server import Endpoint, ServerThread, make_certs, wait_until
@@ -66,6 +66,9 @@ class LateView:
     @property
     def synced(self) -> bool:
         return self.target is not None and self.target.synced
+
+    def staleness(self) -> str:
+        return staleness_of(self.target)
 
     def _view(self) -> View:
         if self.target is None:

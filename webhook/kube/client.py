@@ -204,10 +204,17 @@ def _read(raw: urllib3.BaseHTTPResponse, method: str, path: str) -> bytes:
 
 
 class WatchStream:
-    """One open watch: iterate decoded events; :meth:`close` from any thread ends the iteration."""
+    """One open watch: iterate decoded events; :meth:`close` from any thread ends the iteration.
 
-    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+    A broken connection (reset, ended mid-chunk, a read that timed out) raises
+    :class:`Unreachable`, as a failed request does, so callers handle one error type whatever the
+    transport did; a line that is not JSON raises ``ValueError``. After :meth:`close` the iteration
+    just ends.
+    """
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, what: str = "watch") -> None:
         self._response = response
+        self._what = what
         self._closed = False
 
     def __iter__(self) -> Iterator[Obj]:
@@ -219,7 +226,10 @@ class WatchStream:
                 for line in lines:
                     if line.strip():
                         yield json.loads(line)
-        except (urllib3.exceptions.HTTPError, OSError, ValueError):
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if not self._closed:
+                raise Unreachable(0, "Unreachable", f"{self._what}: {exc}") from exc
+        except ValueError:
             if not self._closed:
                 raise
         finally:
@@ -302,7 +312,7 @@ class Kube:
 
     def stream(self, path: str, query: Query, timeout: float | tuple[float, float] | None = None) -> WatchStream:
         """Open a watch (``watch=true`` must be in ``query``); the caller iterates and closes it."""
-        return WatchStream(self._send("GET", path, query, timeout=timeout))
+        return WatchStream(self._send("GET", path, query, timeout=timeout), f"GET {path} (watch)")
 
     # ---- typed conveniences ------------------------------------------------------------------
 

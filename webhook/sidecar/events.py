@@ -18,8 +18,8 @@ the periodic pass finds every change anyway (GC and retention emit no events at 
 
 Answers: 202 with the matched entries; 400 naming what is wrong with the payload; 401 when a
 token is configured (``CATALOG_WARDEN_EVENTS_TOKEN``) and the request does not carry it; 413 over
-1 MiB; 415 for a content type that is none of the above. ``GET /healthz`` and ``GET /metrics``
-are served on the same port.
+1 MiB; 415 for a content type that is none of the above. ``GET /healthz``, ``GET /readyz`` and
+``GET /metrics`` are served on the same port.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,10 +210,15 @@ def events_app(
     view: View,
     recheck: Callable[[Sequence[str]], None],
     metrics: SidecarMetrics | None = None,
-    healthy: Callable[[], bool] = lambda: True,
+    healthy: Callable[[], tuple[bool, str]] = lambda: (True, "ok"),
     token: str = "",
+    ready: Callable[[], tuple[bool, str]] = lambda: (True, "ok"),
 ) -> Starlette:
-    """The sidecar's HTTP app: ``POST /events``, ``GET /healthz``, ``GET /metrics``.
+    """The sidecar's HTTP app: ``POST /events``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
+
+    ``/healthz`` is liveness (a restart would help: an informer thread ended); ``/readyz`` says
+    whether the loops may act (the cache synced and live), with the reason when not. Both answer
+    503 with that reason as plain text.
 
     With ``token`` set, ``POST /events`` requires ``Authorization: Bearer <token>`` (distribution
     notification endpoints and zot's HTTP sink can send a fixed header): an event can only cause a
@@ -248,9 +253,12 @@ def events_app(
         metrics.events.labels("ignored").inc(len(notices) - len(relevant))
         return JSONResponse({"matched": matched, "ignored": len(notices) - len(relevant)}, status_code=202)
 
-    async def healthz(_request: Request) -> Response:
-        ok = healthy()
-        return PlainTextResponse("ok" if ok else "unhealthy", status_code=200 if ok else 503)
+    def probe(check: Callable[[], tuple[bool, str]]) -> Callable[[Request], Awaitable[Response]]:
+        async def answer(_request: Request) -> Response:
+            ok, why = check()
+            return PlainTextResponse("ok" if ok else why, status_code=200 if ok else 503)
+
+        return answer
 
     async def get_metrics(_request: Request) -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
@@ -258,7 +266,8 @@ def events_app(
     return Starlette(
         routes=[
             Route("/events", post_events, methods=["POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
+            Route("/healthz", probe(healthy), methods=["GET"]),
+            Route("/readyz", probe(ready), methods=["GET"]),
             Route("/metrics", get_metrics, methods=["GET"]),
         ]
     )

@@ -40,6 +40,7 @@ from policies.kinds import (
     SECRET,
 )
 from policies.model import Obj
+from policies.view import not_synced_reason
 from webhook.kube.cache import InformerCache
 from webhook.kube.client import ApiError, Kube, NotFound
 from webhook.kube.leader import LeaderElector, LeaseTiming
@@ -118,7 +119,7 @@ class Sidecar:
         self.clock = clock
         self.lease_timing = lease_timing
         self.metrics = SidecarMetrics()
-        self.cache = cache or InformerCache(kube, CACHED_KINDS)
+        self.cache = cache or InformerCache.configured(kube, config.informer, CACHED_KINDS)
         self.writer = Writer(kube, instance=settings.identity, clock=clock)
         self.clients = RegistryClients(self.cache, self._read_secret, client_factory)
         self.availability = AvailabilityLoop(
@@ -153,7 +154,9 @@ class Sidecar:
                     self.cache,
                     self.availability.request_recheck,
                     self.metrics,
+                    healthy=self.healthy,
                     token=os.environ.get(EVENTS_TOKEN_ENV, ""),
+                    ready=self.ready,
                 ),
                 host=settings.events_host,
                 port=settings.events_port,
@@ -170,8 +173,14 @@ class Sidecar:
         """Availability, the retention janitor, the referenced set and reclamation, the chart index, then the
         package bookkeeping, as enabled.
 
-        The janitor runs before the set is computed, so an entry it deleted is no longer kept.
+        The janitor runs before the set is computed, so an entry it deleted is no longer kept. Nothing
+        runs while the cache is not live (a watch down or silent beyond its bound): an entry created
+        meanwhile would be invisible to every loop, so none may act on what it sees.
         """
+        why = not_synced_reason(self.cache)
+        if why:
+            log.warning("sidecar pass skipped", extra={"fields": {"why": why}})
+            return
         if self.config.availability.enabled:
             await self.availability.run_once(now)
         if self.config.retention.enabled:
@@ -198,11 +207,23 @@ class Sidecar:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.availability.recheck_wanted.wait(), remaining)
                 keys = self.availability.take_rechecks()
-                if keys and self.config.availability.enabled:
+                if keys and self.config.availability.enabled and self.cache.synced:
                     try:
                         await self.availability.run_once(self.clock(), only=keys)
                     except Exception:
                         log.exception("early re-check failed")
+
+    # ---- probes -------------------------------------------------------------------------------
+
+    def healthy(self) -> tuple[bool, str]:
+        """Liveness: an informer thread that ended is a bug no retry fixes (a stale cache is not: see ready)."""
+        dead = self.cache.dead_threads()
+        return (False, "informer threads ended: " + ", ".join(map(str, dead))) if dead else (True, "ok")
+
+    def ready(self) -> tuple[bool, str]:
+        """Whether the loops may act: the cache synced and every kind live; else why not."""
+        why = not_synced_reason(self.cache)
+        return (not why, why or "ok")
 
     # ---- the process --------------------------------------------------------------------------
 
