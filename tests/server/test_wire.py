@@ -249,6 +249,63 @@ def test_unsynced_cache_fails_closed_with_503_and_readyz_says_why(unsynced) -> N
     assert (readyz.status_code, readyz.text) == (503, "cluster state not synced")
 
 
+class _StaleView:
+    """A view that was synced and went stale (what the informer cache reports when a watch is down)."""
+
+    synced = False
+
+    @staticmethod
+    def staleness() -> str:
+        return "Release.solar.opendefense.cloud watch down since 2026-12-01T09:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("fail_open", "expected"),
+    [
+        (
+            False,
+            {
+                "allowed": False,
+                "code": 503,
+                "message": "Release team-a/web denied by test.needs-cache: cluster state is stale (Release."
+                "solar.opendefense.cloud watch down since 2026-12-01T09:00:00Z), so test.needs-cache cannot decide; "
+                "retry shortly",
+                "warnings": (),
+            },
+        ),
+        (
+            True,
+            {
+                "allowed": True,
+                "code": 200,
+                "message": "",
+                "warnings": ("catalog-warden: cluster state stale; test.needs-cache skipped (fail open)",),
+            },
+        ),
+    ],
+)
+def test_a_stale_view_fails_closed_naming_the_stale_kinds(fail_open: bool, expected: dict) -> None:
+    from policies.config import PolicyConfig
+    from webhook.admission import Admission, normalize
+
+    fam = Family("catalog", CATALOG_KINDS, (Rule("test.needs-cache", RELEASE, frozenset(Operation), _needs_cache),))
+    admission = Admission(
+        lambda: _StaleView(),  # type: ignore[arg-type, return-value]
+        PolicyConfig(failOpenWhenUnsynced=fail_open),
+        tables={"catalog": RuleTable.build(fam)},
+    )
+    d = admission.evaluate("catalog", False, normalize(review("CREATE", release("a"))["request"])).decision
+    assert {"allowed": d.allowed, "code": d.code, "message": d.message, "warnings": d.warnings} == expected
+
+
+def test_readiness_names_the_stale_kinds() -> None:
+    from policies.view import not_synced_reason
+
+    assert not_synced_reason(_StaleView()) == (  # type: ignore[arg-type]
+        "cluster state stale: Release.solar.opendefense.cloud watch down since 2026-12-01T09:00:00Z"
+    )
+
+
 @pytest.mark.parametrize(
     "user",
     [
