@@ -155,7 +155,7 @@ class _Reflector:
         self.cache.store.replace(self.kind, items)
         self.resource_version = str(metadata.get("resourceVersion") or "")
         # Just listed: current as of now, whatever the watch does next (within the gap).
-        self.stale_at = max(self.stale_at, time.monotonic() + self.cache.max_watch_gap)
+        self._stale_at(max(self.stale_at, time.monotonic() + self.cache.max_watch_gap))
         if not self.listed:
             self.listed = True
             self.cache._kind_listed()
@@ -188,14 +188,18 @@ class _Reflector:
             now = time.monotonic()
             self.watching = False
             self.down_since = now
-            self.stale_at = min(self.stale_at, now + cache.max_watch_gap)
+            self._stale_at(min(self.stale_at, now + cache.max_watch_gap))
             with self._lock:
                 self._stream = None
             stream.close()
 
     def _heard(self) -> None:
         self.heard = time.monotonic()
-        self.stale_at = self.heard + self.cache.liveness_bound
+        self._stale_at(self.heard + self.cache.liveness_bound)
+
+    def _stale_at(self, at: float) -> None:
+        self.stale_at = at
+        self.cache._liveness_changed()
 
     def liveness(self, now: float, wall: datetime) -> KindLiveness:
         if not self.listed:
@@ -248,6 +252,9 @@ class InformerCache:
         self._reflectors: dict[GroupKind, _Reflector] = {
             kind: _Reflector(self, kube.resource(kind)) for kind in sorted(set(kinds), key=str)
         }
+        self._stale_at = 0.0
+        """The earliest reflector ``stale_at``: ``synced`` is read on every admission, so it is one comparison."""
+        self._stale_lock = threading.Lock()
         self._listed = 0
         self._listed_lock = threading.Lock()
 
@@ -282,6 +289,11 @@ class InformerCache:
     def wait_synced(self, timeout: float | None = None) -> bool:
         """Block until every kind has been listed once (then ``synced`` holds while all stay live)."""
         return self._synced_event.wait(timeout)
+
+    def _liveness_changed(self) -> None:
+        # Under the lock: two reflectors recomputing at once must not let the older minimum win.
+        with self._stale_lock:
+            self._stale_at = min(r.stale_at for r in self._reflectors.values())
 
     def _kind_listed(self) -> None:
         with self._listed_lock:
@@ -354,8 +366,7 @@ class InformerCache:
         """Every kind listed and live: what a rule that reads the cache may rely on."""
         if not self._synced_event.is_set():
             return False
-        now = time.monotonic()
-        return all(now < r.stale_at for r in self._reflectors.values())
+        return time.monotonic() < self._stale_at
 
     def get(self, kind: GroupKind, name: str, namespace: str = "") -> Obj | None:
         return self.store.get(kind, name, namespace)
