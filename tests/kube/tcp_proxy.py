@@ -37,8 +37,6 @@ class TcpProxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.is_cut = threading.Event()
-        self.forwarded = 0
-        """Connections forwarded so far (a client that reconnected after :meth:`heal` raises it)."""
         self._links: list[_Link] = []
         self._hanging: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -111,7 +109,6 @@ class TcpProxy:
             link = _Link(client, upstream)
             with self._lock:
                 self._links.append(link)
-                self.forwarded += 1
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(link, src, dst), daemon=True).start()
 

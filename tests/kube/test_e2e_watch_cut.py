@@ -72,6 +72,10 @@ def kubeconfig(path: Path, server: str, token: str) -> Path:
     return path
 
 
+def every_kind_down(why: str) -> bool:
+    return all(f"{kind} watch down since " in why for kind in DEFAULT_KINDS)
+
+
 @contextlib.contextmanager
 def admitted_elsewhere(double: ApiServerDouble) -> Iterator[None]:
     """Writes admitted by another replica, whose cache is live (this one's is not): no webhook call here."""
@@ -114,10 +118,8 @@ def test_while_the_cache_is_stale_an_in_use_delete_is_refused_and_readiness_is_f
 
     cut.proxy.cut(reset=True)
     wait_until(lambda: cut.readyz().status_code == 503, what="readiness false while the watches are down")
-    why = cut.readyz().text
-    assert why.startswith("cluster state stale: "), why
-    for kind in DEFAULT_KINDS:
-        assert f"{kind} watch down since " in why, why
+    wait_until(lambda: every_kind_down(cut.readyz().text), what="readiness naming every cut kind")
+    assert cut.readyz().text.startswith("cluster state stale: ")
 
     status, message = rejection(cut.double)  # this replica cannot check a binding either
     assert status == 503

@@ -63,7 +63,8 @@ def test_a_cut_watch_goes_stale_then_relists_by_itself(
     wait_until(lambda: watching(cache), what="every watch open through the proxy")
 
     proxy.cut(reset=reset)
-    wait_until(lambda: not cache.synced, what="the cut kinds counted stale")
+    wait_until(lambda: not cache.synced, what="the cache not synced once a cut kind is stale")
+    wait_until(lambda: all(k.stale for k in cache.liveness()), what="every cut kind counted stale")
     stale = cache.staleness()
     for kind in KINDS:
         assert f"{kind} watch down since " in stale, stale
@@ -95,7 +96,8 @@ def test_a_blackholed_watch_is_noticed_by_its_silence_and_relisted(
     proxy.blackhole()  # no RST, no FIN: the open watches just stop carrying bytes
     assert proxy.open_links() == 0
     admin.create(kinds.COMPONENT_VERSION, cv("during-blackhole"))
-    wait_until(lambda: not cache.synced, what="the silent kinds counted stale")
+    wait_until(lambda: not cache.synced, what="the cache not synced once a silent kind is stale")
+    wait_until(lambda: all(k.stale for k in cache.liveness()), what="every silent kind counted stale")
     stale = cache.staleness()
     for kind in KINDS:
         assert f"{kind} watch silent since " in stale or f"{kind} watch down since " in stale, stale

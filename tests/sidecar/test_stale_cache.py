@@ -95,7 +95,8 @@ async def test_a_stale_cache_reclaims_nothing_and_readiness_says_why(
     sidecar._started_leading()
 
     proxy.cut(reset=True)
-    wait_until(lambda: not proxied_cache.synced, what="the cut cache counted stale")
+    wait_until(lambda: all(k.stale for k in proxied_cache.liveness()), what="every cut kind counted stale")
+    assert not proxied_cache.synced
     world.version("two", "example-com-demo", "2.0.0")  # created during the cut: the cache cannot know it
     writes.clear()
     await sidecar.pass_once(T0)
