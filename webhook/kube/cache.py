@@ -125,11 +125,10 @@ class _Reflector:
                     return
                 self.failures += 1
                 self.resource_version = ""
-                gone = isinstance(exc, Gone)
-                fields = {"kind": str(self.kind), "error": f"{type(exc).__name__}: {exc}", "retry_in": delay}
-                if gone:
+                if isinstance(exc, Gone):
                     log.info("watch expired, relisting", extra={"fields": {"kind": str(self.kind)}})
                 else:
+                    fields = {"kind": str(self.kind), "error": f"{type(exc).__name__}: {exc}", "retry_in": delay}
                     trace = None if isinstance(exc, ApiError | ValueError) else exc  # unexpected: show where
                     log.warning("list/watch failed, relisting", exc_info=trace, extra={"fields": fields})
                     cache.stopping.wait(delay)
@@ -333,6 +332,7 @@ class InformerCache:
         return self._reflectors[kind].resource_version
 
     def relists(self, kind: GroupKind) -> int:
+        """List attempts of ``kind`` after the first (each follows a failure)."""
         return self._reflectors[kind].relists
 
     def watches(self, kind: GroupKind) -> int:
