@@ -37,8 +37,9 @@ class InformerConfig(BaseModel):
     """How long a kind may be without an open watch (reconnecting, relisting, backing off) and still count as live."""
     watchTimeout: Annotated[Interval, AfterValidator(_whole_seconds)] = timedelta(seconds=60)
     """``timeoutSeconds`` of each watch; plus ``maxWatchGap``, how long a silent (half-open) watch goes unnoticed."""
-    requestTimeout: Interval = timedelta(seconds=30)
-    """Each list page, and the wait for a watch's response headers."""
+    requestTimeout: Interval = timedelta(seconds=10)
+    """Each list page, and the wait for a watch's response headers. A relist sent into an outage hangs
+    this long, so once the apiserver is back the cache recovers within it plus the backoff (at most 10 s)."""
 
 
 class Families(BaseModel):
