@@ -108,6 +108,24 @@ def test_bad_config_names_the_key(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("informer", "error"),
+    [
+        (
+            "watchTimeout: 1500ms",
+            "informer.watchTimeout: Value error, must be a whole number of seconds, at least 1s "
+            "(it is sent as timeoutSeconds)",
+        ),
+        ("maxWatchGap: 0s", "informer.maxWatchGap: Value error, must be greater than 0"),
+        ("maxWatchGaps: 5s", "informer.maxWatchGaps: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_informer_bounds_name_the_key(tmp_path: Path, informer: str, error: str) -> None:
+    (tmp_path / "c.yaml").write_text(f"informer:\n  {informer}\n")
+    out = cli("review", "examples/reviews/release-create-denied.json", "--config", str(tmp_path / "c.yaml"))
+    assert out.stderr == f"catalog-warden: error: config file {tmp_path}/c.yaml: {error}\n"
+
+
 def test_certs_writes_a_chain_and_prints_the_ca_bundle(tmp_path: Path) -> None:
     import base64
 
