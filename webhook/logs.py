@@ -29,9 +29,25 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at emit time, not the one at setup.
+
+    A caller that swaps stderr (a test runner capturing output, then closing its capture) would
+    otherwise leave every later log line raising "I/O operation on closed file".
+    """
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        """StreamHandler assigns the stream in ``__init__``; the live ``sys.stderr`` is used instead."""
+
+
 def setup(level: str = "info") -> None:
     """Route every logger (ours, uvicorn's) through one JSON handler on stderr."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(JSONFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
