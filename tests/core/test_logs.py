@@ -24,7 +24,7 @@ def test_a_record_goes_to_the_current_stderr_not_the_one_at_setup(monkeypatch: p
         monkeypatch.setattr(sys, "stderr", second)
         logging.getLogger("catalog_warden.test").info("after the swap", extra={"fields": {"k": "v"}})
     finally:
-        root.handlers[:], _ = saved
+        root.handlers[:] = saved[0]
         root.setLevel(saved[1])
     (line,) = second.getvalue().splitlines()
     assert json.loads(line) | {"ts": None} == {
