@@ -9,13 +9,14 @@ never touched: availability belongs to the sidecar, and an absent ``Available`` 
 
 from __future__ import annotations
 
-import copy
 import re
+from collections.abc import Mapping
 
-from policies.catalog_refs import COMPONENT_LABEL, reference_problem
+from policies.catalog_refs import COMPONENT_LABEL, MSG_NOT_AN_OBJECT, reference_problem
 from policies.decision import Decision, allow, fit_warning, invalid, mutate
-from policies.model import AdmissionRequest
-from policies.objects import dig, labels_of
+from policies.model import AdmissionRequest, Obj
+from policies.objects import dig, json_type, labels_of
+from policies.patch import Edit
 from policies.rules import Context
 
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
@@ -25,9 +26,24 @@ WARN_COMPONENT_LABEL_SKIPPED = (
 )
 
 
+LABEL_PATH = ("metadata", "labels")
+"""Where the label is written: each step must be an object (or absent) for the rule to write it."""
+
+
+def _labels_problem(obj: Obj | None) -> str | None:
+    cur: object = obj
+    for depth in range(1, len(LABEL_PATH) + 1):
+        cur = cur.get(LABEL_PATH[depth - 1]) if isinstance(cur, Mapping) else None
+        if cur is None:
+            return None
+        if not isinstance(cur, Mapping):
+            return MSG_NOT_AN_OBJECT.format(field=".".join(LABEL_PATH[:depth]), got=json_type(cur))
+    return None
+
+
 def componentversion_component_label(req: AdmissionRequest, ctx: Context) -> Decision:
     """Add the parent Component label from ``spec.componentRef.name`` when the label is missing."""
-    if problem := reference_problem(req.object, "spec", "componentRef"):
+    if problem := reference_problem(req.object, "spec", "componentRef") or _labels_problem(req.object):
         return invalid(problem)
     cv = req.object or {}
     component = dig(cv, "spec", "componentRef", "name", default="")
@@ -35,7 +51,6 @@ def componentversion_component_label(req: AdmissionRequest, ctx: Context) -> Dec
         return allow()
     if not _LABEL_VALUE.fullmatch(component):
         return allow(fit_warning(WARN_COMPONENT_LABEL_SKIPPED, component=component))
-    desired = copy.deepcopy(dict(cv))
-    metadata = desired.setdefault("metadata", {})
-    metadata["labels"] = {**(metadata.get("labels") or {}), COMPONENT_LABEL: component}
-    return mutate(cv, desired)
+    edit = Edit(cv)
+    edit.at(*LABEL_PATH)[COMPONENT_LABEL] = component
+    return mutate(cv, edit.root)

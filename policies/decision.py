@@ -1,21 +1,19 @@
 """The one answer type every admission rule returns, and the only ways to build it.
 
 Modelled on controller-runtime's ``admission/response.go``: :func:`allow`, :func:`deny`,
-:func:`mutate`. A mutating rule states the object as it should be; the JSON patch is computed
-here (``jsonpatch.make_patch``), so a patch always applies and a rule re-run on its own output
-yields an empty patch (idempotence is visible).
+:func:`mutate`. A mutating rule states the object as it should be (built with
+:class:`policies.patch.Edit`, so only what changes is copied); the shell chains the rules on
+that desired object and computes one JSON patch per request from the final one. A rule's own
+:attr:`Decision.patch` is computed on demand only (tests read it), so a rule re-run on its own
+output visibly yields an empty patch (idempotence).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import jsonpatch
 
 from policies.model import Obj
-
-JSONPatchOp = dict[str, Any]
+from policies.patch import JSONPatchOp, diff
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +21,8 @@ class Decision:
     """An admission verdict.
 
     ``code`` and ``reason`` become the AdmissionResponse ``status`` (metav1.Status) on a denial;
-    ``patch`` holds RFC 6902 operations against the request object (mutating rules only).
+    ``desired`` is the object as a mutating rule wants it and ``base`` the object it was computed
+    from (mutating rules only; None otherwise).
     """
 
     allowed: bool = True
@@ -31,7 +30,13 @@ class Decision:
     reason: str = ""
     message: str = ""
     warnings: tuple[str, ...] = ()
-    patch: tuple[JSONPatchOp, ...] = ()
+    base: Obj | None = None
+    desired: Obj | None = None
+
+    @property
+    def patch(self) -> tuple[JSONPatchOp, ...]:
+        """The RFC 6902 operations from ``base`` to ``desired`` (empty when the rule changes nothing)."""
+        return () if self.desired is None else tuple(diff(self.base, self.desired))
 
 
 ALLOW = Decision()
@@ -53,9 +58,8 @@ def invalid(message: str) -> Decision:
 
 
 def mutate(original: Obj, desired: Obj, *warnings: str) -> Decision:
-    """Admit with the JSON patch that turns ``original`` into ``desired``."""
-    ops = jsonpatch.make_patch(original, desired).patch
-    return Decision(warnings=tuple(warnings), patch=tuple(ops))
+    """Admit with ``original`` changed into ``desired`` (``original`` itself is never modified)."""
+    return Decision(warnings=tuple(warnings), base=original, desired=desired)
 
 
 MAX_WARNING = 120

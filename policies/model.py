@@ -68,5 +68,6 @@ class AdmissionRequest:
     @property
     def ref(self) -> str:
         """``namespace/name`` (or ``name`` for cluster-scoped objects), as messages print it."""
-        name = self.name or str(self.subject.get("metadata", {}).get("name", ""))
+        metadata = self.subject.get("metadata") if isinstance(self.subject, Mapping) else None
+        name = self.name or str((metadata.get("name") if isinstance(metadata, Mapping) else None) or "")
         return f"{self.namespace}/{name}" if self.namespace else name

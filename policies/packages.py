@@ -12,7 +12,6 @@ in depth. Facts about the API are in ``reference/porch-and-deckhouse-apis.md`` p
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
@@ -33,6 +32,7 @@ from policies.objects import (
     namespace_of,
     parse_time,
 )
+from policies.patch import Edit
 from policies.rules import Context, Family, Rule
 
 # --- vocabulary ----------------------------------------------------------------------------------
@@ -508,12 +508,13 @@ WARN_REPOSITORY_UNKNOWN = "Repository {repo} not found yet; its owner reference 
 WARN_OTHER_CONTROLLER = "owner {owner} is already the controller; no controller reference to Repository {repo} added"
 
 
-def _owner_references(revision: dict[str, Any], ctx: Context) -> str | None:
-    """Set the controller reference to the Repository in ``revision``; returns a warning, if any.
+def _owner_references(edit: Edit, ctx: Context) -> str | None:
+    """Set the controller reference to the Repository in the draft; returns a warning, if any.
 
     A reference to the same Repository without ``controller``/``blockOwnerDeletion`` or with a
     stale uid is replaced, as porch's own ``hasOwnerReference`` does.
     """
+    revision = edit.root
     repo_name = str(dig(revision, "spec", "repository", default=""))
     repo = ctx.view.get(REPOSITORY, repo_name, namespace_of(revision)) if repo_name else None
     if repo is None:
@@ -535,16 +536,8 @@ def _owner_references(revision: dict[str, Any], ctx: Context) -> str | None:
     if controller is not None:
         owner = f"{controller.get('kind')}/{controller.get('name')}"
         return WARN_OTHER_CONTROLLER.format(owner=owner, repo=repository_ref(revision))
-    _container(revision, "metadata")["ownerReferences"] = [*others, desired]
+    edit.at("metadata")["ownerReferences"] = [*others, desired]
     return None
-
-
-def _container(parent: dict[str, Any], key: str) -> dict[str, Any]:
-    """``parent[key]``, created when absent or null (``revision_shape`` refused any other type)."""
-    if parent.get(key) is None:
-        parent[key] = {}
-    child: dict[str, Any] = parent[key]
-    return child
 
 
 def revision_lifecycle_default(req: AdmissionRequest, ctx: Context) -> Decision:
@@ -554,12 +547,14 @@ def revision_lifecycle_default(req: AdmissionRequest, ctx: Context) -> Decision:
     UPDATE too keeps ``""`` out of storage. The validating rules read an empty lifecycle as Draft
     anyway, so this never changes a verdict, only what is stored.
     """
+    if problem := shape_problem(req.object):
+        return invalid(problem)
     original = req.object or {}
     if dig(original, "spec", "lifecycle"):
         return allow()
-    desired: dict[str, Any] = copy.deepcopy(dict(original))
-    _container(desired, "spec")["lifecycle"] = Lifecycle.DRAFT.value
-    return mutate(original, desired)
+    edit = Edit(original)
+    edit.at("spec")["lifecycle"] = Lifecycle.DRAFT.value
+    return mutate(original, edit.root)
 
 
 def revision_defaults(req: AdmissionRequest, ctx: Context) -> Decision:
@@ -567,14 +562,16 @@ def revision_defaults(req: AdmissionRequest, ctx: Context) -> Decision:
 
     Each field is only filled when missing, so the rule re-run on its own output changes nothing.
     """
+    if problem := shape_problem(req.object):
+        return invalid(problem)
     original = req.object or {}
-    desired: dict[str, Any] = copy.deepcopy(dict(original))
-    meta = _container(desired, "metadata")
-    if FINALIZER not in finalizers_of(desired):
-        meta["finalizers"] = [*finalizers_of(desired), FINALIZER]
-    _container(meta, "labels").setdefault(latest_label_key(req.version), "false")
-    warning = _owner_references(desired, ctx)
-    return mutate(original, desired, *([warning] if warning else []))
+    edit = Edit(original)
+    if FINALIZER not in finalizers_of(original):
+        edit.at("metadata")["finalizers"] = [*finalizers_of(original), FINALIZER]
+    if latest_label_key(req.version) not in labels_of(original):
+        edit.at("metadata", "labels")[latest_label_key(req.version)] = "false"
+    warning = _owner_references(edit, ctx)
+    return mutate(original, edit.root, *([warning] if warning else []))
 
 
 def revision_publish_stamp(req: AdmissionRequest, ctx: Context) -> Decision:
@@ -582,14 +579,16 @@ def revision_publish_stamp(req: AdmissionRequest, ctx: Context) -> Decision:
 
     Written only when the record is absent; ``revision_publish_record`` refuses forged ones.
     """
+    if problem := shape_problem(req.object):
+        return invalid(problem)
     original = req.object or {}
     if not _is_publish(req) or all(k in annotations_of(original) for k in PUBLISH_RECORD):
         return allow()
-    desired: dict[str, Any] = copy.deepcopy(dict(original))
-    annotations = _container(_container(desired, "metadata"), "annotations")
-    annotations.setdefault(PUBLISHED_BY, req.user.username)
-    annotations.setdefault(PUBLISHED_AT, format_time(ctx.now))
-    return mutate(original, desired)
+    edit = Edit(original)
+    record = edit.at("metadata", "annotations")
+    record.setdefault(PUBLISHED_BY, req.user.username)
+    record.setdefault(PUBLISHED_AT, format_time(ctx.now))
+    return mutate(original, edit.root)
 
 
 # --- the table ------------------------------------------------------------------------------------

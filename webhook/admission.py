@@ -21,14 +21,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import jsonpatch
 import orjson
 
 from policies.config import PolicyConfig
-from policies.decision import MAX_WARNING, Decision, allow, deny
+from policies.decision import MAX_WARNING, Decision, allow, deny, invalid
 from policies.families import TABLES
 from policies.identity import is_cluster_cleanup
 from policies.model import AdmissionRequest, GroupKind, Operation, UserInfo
+from policies.nesting import depth_problem
+from policies.objects import json_type
+from policies.patch import PatchError, apply, diff
 from policies.rules import Context, Rule, RuleTable
 from policies.view import View, staleness_of
 from webhook.metrics import Metrics
@@ -83,7 +85,33 @@ def parse_review(body: bytes) -> AdmissionRequest:
     return normalize(req)
 
 
-_TYPE_NAMES = {str: "a string", dict: "an object"}
+_TYPE_NAMES: dict[type, str] = {str: "a string", dict: "an object"}
+
+MSG_FIELD_TYPE = "AdmissionReview request.{field} must be {expected}, not {found}"
+"""A wrong-typed envelope field (400). Every field here is filled by kube-apiserver itself, so a
+wrong type means the sender is not an apiserver and no admission answer would be meaningful; what
+a user wrote (the object) is judged by the rules instead and answered with 422."""
+
+OPTIONAL_FIELDS: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+    ("name", str, "a string"),
+    ("namespace", str, "a string"),
+    ("subResource", str, "a string"),
+    ("userInfo", dict, "an object"),
+    ("object", dict, "an object"),
+    ("oldObject", dict, "an object"),
+    ("dryRun", bool, "a boolean"),
+)
+"""Request fields the rules read, with their JSON type; absent or null reads as empty."""
+
+USER_FIELDS: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+    ("username", str, "a string"),
+    ("uid", str, "a string"),
+    ("groups", list, "an array of strings"),
+)
+KIND_FIELDS: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+    ("group", str, "a string"),
+    ("version", str, "a string"),
+)
 
 
 def _field(req: Mapping[str, Any], name: str, typ: type) -> Any:
@@ -93,8 +121,36 @@ def _field(req: Mapping[str, Any], name: str, typ: type) -> Any:
     return value
 
 
+def _typed(
+    parent: Mapping[str, Any], prefix: str, fields: tuple[tuple[str, type | tuple[type, ...], str], ...]
+) -> dict[str, Any]:
+    """The ``fields`` of ``parent`` that are present, each checked against its type (400 if wrong)."""
+    out: dict[str, Any] = {}
+    for name, typ, expected in fields:
+        value = parent.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, typ):
+            raise WireError(400, MSG_FIELD_TYPE.format(field=prefix + name, expected=expected, found=json_type(value)))
+        out[name] = value
+    return out
+
+
+def _groups(groups: list[Any]) -> tuple[str, ...]:
+    for i, group in enumerate(groups):
+        if not isinstance(group, str):
+            raise WireError(
+                400, MSG_FIELD_TYPE.format(field=f"userInfo.groups[{i}]", expected="a string", found=json_type(group))
+            )
+    return tuple(groups)
+
+
 def normalize(req: Mapping[str, Any]) -> AdmissionRequest:
-    """The wire request as the :class:`AdmissionRequest` rules receive."""
+    """The wire request as the :class:`AdmissionRequest` rules receive (raises WireError 400).
+
+    Every field a rule or a log line reads is type-checked here, so nothing past this point can
+    fail on the envelope (issue 11: a list where ``userInfo`` belongs was an HTTP 500).
+    """
     uid = _field(req, "uid", str)
     kind = _field(req, "kind", dict)
     try:
@@ -103,23 +159,25 @@ def normalize(req: Mapping[str, Any]) -> AdmissionRequest:
         raise WireError(400, f"AdmissionReview request.operation {req.get('operation')!r} is not known") from None
     if not isinstance(kind.get("kind"), str) or not kind["kind"]:
         raise WireError(400, "AdmissionReview request.kind.kind is missing")
-    user = req.get("userInfo") or {}
+    gv = _typed(kind, "kind.", KIND_FIELDS)
+    fields = _typed(req, "", OPTIONAL_FIELDS)
+    user = _typed(fields.get("userInfo", {}), "userInfo.", USER_FIELDS)
     return AdmissionRequest(
         uid=uid,
         operation=operation,
-        kind=GroupKind(str(kind.get("group") or ""), kind["kind"]),
-        version=str(kind.get("version") or ""),
-        name=str(req.get("name") or ""),
-        namespace=str(req.get("namespace") or ""),
-        sub_resource=str(req.get("subResource") or ""),
-        object=req.get("object"),
-        old_object=req.get("oldObject"),
+        kind=GroupKind(gv.get("group", ""), kind["kind"]),
+        version=gv.get("version", ""),
+        name=fields.get("name", ""),
+        namespace=fields.get("namespace", ""),
+        sub_resource=fields.get("subResource", ""),
+        object=fields.get("object"),
+        old_object=fields.get("oldObject"),
         user=UserInfo(
-            username=str(user.get("username") or ""),
-            groups=tuple(user.get("groups") or ()),
-            uid=str(user.get("uid") or ""),
+            username=user.get("username", ""),
+            groups=_groups(user.get("groups", [])),
+            uid=user.get("uid", ""),
         ),
-        dry_run=bool(req.get("dryRun")),
+        dry_run=fields.get("dryRun", False),
     )
 
 
@@ -188,6 +246,10 @@ class Admission:
             # DESIGN.md section 4: blocking them leaves owners and namespaces stuck Terminating,
             # so no rule (and no unsynced cache) may refuse their deletes.
             return Verdict(allow())
+        if req.object is not None and req.operation in WRITES_WITH_OBJECT:
+            problem = depth_problem(req.object)
+            if problem is not None:
+                return Verdict(self._framed(NESTING_RULE, req, invalid(problem)), rule=NESTING_RULE.name)
         rules = table.lookup(mutating, req.kind, req.operation, req.sub_resource)
         if not rules:
             return Verdict(allow())
@@ -203,6 +265,11 @@ class Admission:
         return Verdict(allow(*warnings))
 
     def _mutate(self, rules: tuple[Rule, ...], req: AdmissionRequest, ctx: Context) -> Verdict:
+        """Chain the mutating rules on one desired object, then diff it against the request once.
+
+        Each rule sees the previous one's desired object and builds its own copy-on-write
+        (:class:`policies.patch.Edit`), so a 3 MiB object is neither copied nor walked per rule.
+        """
         original = req.object
         assert original is not None
         current: Any = original
@@ -212,17 +279,18 @@ class Admission:
             warnings.extend(decision.warnings)
             if not decision.allowed:
                 return Verdict(self._framed(rule, req, decision), rule=rule.name)
-            if decision.patch:
-                try:
-                    current = jsonpatch.apply_patch(current, list(decision.patch))
-                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-                    return Verdict(self._failed(rule, req, exc), rule=rule.name)
-        if current is original or current == original:
+            if decision.desired is not None:
+                current = decision.desired
+        patch = [] if current is original else diff(original, current)
+        if not patch:
             return Verdict(allow(*warnings))
-        patch = jsonpatch.make_patch(original, current).patch
         # Applied locally before it is returned: a patch the apiserver cannot apply rejects the
         # request even under failurePolicy Ignore, so it must never leave this process.
-        if jsonpatch.apply_patch(original, patch) != current:
+        try:
+            reproduced = apply(original, patch) == current
+        except PatchError:
+            reproduced = False
+        if not reproduced:
             return Verdict(self._failed(rules[-1], req, RuntimeError("patch does not reproduce the mutation")))
         return Verdict(allow(*warnings), patch=patch)
 
@@ -260,6 +328,13 @@ class Admission:
         return Decision(False, decision.code, decision.reason, message, decision.warnings)
 
 
+WRITES_WITH_OBJECT = frozenset({Operation.CREATE, Operation.UPDATE})
+
+NESTING_RULE = Rule("nesting.max-depth", GroupKind("", ""), WRITES_WITH_OBJECT, lambda req, ctx: allow())
+"""Names the depth bound (``policies/nesting.py``) in denials and logs; it is checked by the shell
+before any rule, for every guarded kind, because conversion refuses the same objects."""
+
+
 def _with_object(req: AdmissionRequest, obj: Any) -> AdmissionRequest:
     return req if obj is req.object else dataclasses.replace(req, object=obj)
 
@@ -268,7 +343,12 @@ def review(admission: Admission, family: str, mutating: bool, body: bytes) -> tu
     """Parse ``body``, evaluate it and return the request and its AdmissionReview answer (raises WireError)."""
     started = time.perf_counter()
     req = parse_review(body)
-    verdict = admission.evaluate(family, mutating, req)
+    try:
+        verdict = admission.evaluate(family, mutating, req)
+    except Exception as exc:  # a shell bug must still answer the parsed request, with its uid
+        log.error("admission failed", exc_info=exc, extra={"fields": {"uid": req.uid, "kind": str(req.kind)}})
+        message = f"{req.kind.kind} {req.ref}: internal error: {type(exc).__name__}"
+        verdict = Verdict(deny(message, code=500, reason="InternalError"))
     if log.isEnabledFor(logging.INFO):
         d = verdict.decision
         log.info(
