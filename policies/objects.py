@@ -115,3 +115,14 @@ def json_type(value: object) -> str:
     if isinstance(value, list | tuple):
         return "an array"
     return type(value).__name__
+
+
+def shown(value: object, limit: int = 64) -> str:
+    """A decoded value as a message quotes it: a string (cut to ``limit``), anything else its type.
+
+    Never the value's repr: an unexpected value may be megabytes long or nested deeper than
+    Python's recursion limit (repr raises), and the message is read by a person.
+    """
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: limit - 1] + "…"
+    return json_type(value)

@@ -29,7 +29,7 @@ from policies.families import TABLES
 from policies.identity import is_cluster_cleanup
 from policies.model import AdmissionRequest, GroupKind, Operation, UserInfo
 from policies.nesting import depth_problem
-from policies.objects import json_type
+from policies.objects import json_type, shown
 from policies.patch import PatchError, apply, diff
 from policies.rules import Context, Rule, RuleTable
 from policies.view import View, staleness_of
@@ -76,7 +76,8 @@ def parse_review(body: bytes) -> AdmissionRequest:
     if kind != "AdmissionReview" or api_version != ADMISSION_V1:
         raise WireError(
             400,
-            f"unsupported apiVersion {api_version or '(none)'} kind {kind or '(none)'}: "
+            f"unsupported apiVersion {shown(api_version) if api_version else '(none)'} "
+            f"kind {shown(kind) if kind else '(none)'}: "
             f"only {ADMISSION_V1} AdmissionReview is served",
         )
     req = review.get("request")
@@ -156,7 +157,9 @@ def normalize(req: Mapping[str, Any]) -> AdmissionRequest:
     try:
         operation = Operation(_field(req, "operation", str))
     except ValueError:
-        raise WireError(400, f"AdmissionReview request.operation {req.get('operation')!r} is not known") from None
+        raise WireError(
+            400, f"AdmissionReview request.operation {shown(req.get('operation'))!r} is not known"
+        ) from None
     if not isinstance(kind.get("kind"), str) or not kind["kind"]:
         raise WireError(400, "AdmissionReview request.kind.kind is missing")
     gv = _typed(kind, "kind.", KIND_FIELDS)

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from policies.conversion import CONVERTERS, ConversionError
 from policies.nesting import depth_problem
-from policies.objects import json_type
+from policies.objects import json_type, shown
 
 API_VERSION: Final = "apiextensions.k8s.io/v1"
 KIND: Final = "ConversionReview"
@@ -34,7 +34,7 @@ OBJECTS_NOT_A_LIST = "ConversionReview request.objects must be an array"
 FAILED = "objects[{index}] ({subject}): {reason}"
 """Per-object failure, as ``result.message``: the index, the object, then the reason."""
 NOT_AN_OBJECT = "not a Kubernetes object"
-NO_API_VERSION = "apiVersion must be group/version, got {got!r}"
+NO_API_VERSION = "apiVersion must be group/version, got {got}"
 NO_KIND = "kind must be a non-empty string"
 NO_METADATA = "metadata must be an object"
 OTHER_GROUP = "cannot convert {api_version} to {desired}: the API group differs"
@@ -67,7 +67,11 @@ def convert_review(review: Mapping[str, Any]) -> dict[str, Any]:
 
 def _request(review: Mapping[str, Any]) -> tuple[str, str, list[Any]]:
     if not isinstance(review, Mapping) or review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
-        got = f"{review.get('apiVersion')} {review.get('kind')}" if isinstance(review, Mapping) else json_type(review)
+        got = (
+            f"{shown(review.get('apiVersion'))} {shown(review.get('kind'))}"
+            if isinstance(review, Mapping)
+            else json_type(review)
+        )
         raise MalformedReview(NOT_A_REVIEW.format(got=got))
     request = review.get("request")
     if not isinstance(request, Mapping):
@@ -97,7 +101,9 @@ def _convert_one(obj: Any, desired: str, group: str, version: str) -> Mapping[st
     api_version = obj.get("apiVersion")
     obj_group, slash, obj_version = api_version.partition("/") if isinstance(api_version, str) else ("", "", "")
     if not (obj_group and slash and obj_version):
-        raise ConversionError(NO_API_VERSION.format(got=api_version))
+        raise ConversionError(
+            NO_API_VERSION.format(got=repr(api_version) if isinstance(api_version, str) else shown(api_version))
+        )
     kind = obj.get("kind")
     if not isinstance(kind, str) or not kind:
         raise ConversionError(NO_KIND)
@@ -144,9 +150,11 @@ def _describe(obj: Any) -> str:
         return "not an object"
     metadata = obj.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
-    name, namespace = metadata.get("name") or "<unnamed>", metadata.get("namespace")
-    ref = f"{namespace}/{name}" if namespace else str(name)
-    return f"{obj.get('kind') or '<no kind>'} {ref} {obj.get('apiVersion') or '<no apiVersion>'}"
+    name, namespace = metadata.get("name"), metadata.get("namespace")
+    name = shown(name) if name else "<unnamed>"
+    ref = f"{shown(namespace)}/{name}" if namespace else name
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    return f"{shown(kind) if kind else '<no kind>'} {ref} {shown(api_version) if api_version else '<no apiVersion>'}"
 
 
 def _response(

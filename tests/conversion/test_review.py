@@ -104,7 +104,7 @@ def test_unknown_group_kind_or_version_fails(review: Review, desired: str, obj: 
         ("a string", "objects[37] (not an object): not a Kubernetes object"),
         (
             {"kind": "PackageRevision", "metadata": {"name": "x"}},
-            "objects[37] (PackageRevision x <no apiVersion>): apiVersion must be group/version, got None",
+            "objects[37] (PackageRevision x <no apiVersion>): apiVersion must be group/version, got null",
         ),
         (
             {"apiVersion": "porch.kpt.dev/v1alpha1", "metadata": {"name": "x"}},

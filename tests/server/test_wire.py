@@ -113,6 +113,76 @@ def test_malformed_input(server: Endpoint, body: bytes, ctype: str, path: str, s
     assert r.json()["kind"] == "Status"
 
 
+def with_request(**fields: object) -> bytes:
+    """A valid Release CREATE review with ``fields`` of its request replaced (dotted keys reach into them)."""
+    body = review("CREATE", release("x"))
+    for key, value in fields.items():
+        cur = body["request"]
+        *parents, last = key.split("__")
+        for parent in parents:
+            cur = cur[parent]
+        cur[last] = value
+    return json.dumps(body).encode()
+
+
+WRONG_TYPES = [
+    ("userInfo list", with_request(userInfo=["alice"]), "request.userInfo must be an object, not an array"),
+    ("userInfo string", with_request(userInfo="alice"), "request.userInfo must be an object, not a string"),
+    ("username", with_request(userInfo__username=["alice"]),
+     "request.userInfo.username must be a string, not an array"),
+    ("groups number", with_request(userInfo__groups=5),
+     "request.userInfo.groups must be an array of strings, not a number"),
+    ("groups member", with_request(userInfo__groups=["system:authenticated", 7]),
+     "request.userInfo.groups[1] must be a string, not a number"),
+    ("userInfo uid", with_request(userInfo__uid={}), "request.userInfo.uid must be a string, not an object"),
+    ("object string, empty name", with_request(object="x", name=""),
+     "request.object must be an object, not a string"),
+    ("oldObject list", with_request(oldObject=[]), "request.oldObject must be an object, not an array"),
+    ("name", with_request(name=5), "request.name must be a string, not a number"),
+    ("namespace", with_request(namespace={"a": 1}), "request.namespace must be a string, not an object"),
+    ("subResource", with_request(subResource=True), "request.subResource must be a string, not a boolean"),
+    ("dryRun", with_request(dryRun="yes"), "request.dryRun must be a boolean, not a string"),
+    ("kind.group", with_request(kind__group=5), "request.kind.group must be a string, not a number"),
+    ("kind.version", with_request(kind__version=[]), "request.kind.version must be a string, not an array"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "message"), [w[1:] for w in WRONG_TYPES], ids=[w[0] for w in WRONG_TYPES])
+@pytest.mark.parametrize("path", ["/validate/catalog", "/mutate/catalog"])
+def test_a_wrong_typed_envelope_field_is_a_400_naming_it(
+    server: Endpoint, path: str, body: bytes, message: str
+) -> None:
+    """Fields kube-apiserver fills itself: a wrong type means the sender is no apiserver (was an HTTP 500)."""
+    with server.client() as c:
+        r = c.post(path, content=body, headers={"Content-Type": "application/json"})
+    assert (r.status_code, r.json()) == (
+        400,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "code": 400,
+            "message": f"AdmissionReview {message}",
+        },
+    )
+
+
+def test_an_envelope_value_nested_past_pythons_recursion_limit_is_named_by_its_type(server: Endpoint) -> None:
+    body = b'{"apiVersion":' + b'{"a":' * 1000 + b"{}" + b"}" * 1000 + b',"kind":"AdmissionReview"}'
+    with server.client() as c:
+        r = c.post("/validate/catalog", content=body, headers={"Content-Type": "application/json"})
+        conv = c.post("/convert", content=body.replace(b"AdmissionReview", b"ConversionReview"),
+                      headers={"Content-Type": "application/json"})  # fmt: skip
+    assert (r.status_code, r.json()["message"]) == (
+        400,
+        "unsupported apiVersion an object kind AdmissionReview: only admission.k8s.io/v1 AdmissionReview is served",
+    )
+    assert (conv.status_code, conv.json()["message"]) == (
+        400,
+        "expected an apiextensions.k8s.io/v1 ConversionReview, got an object ConversionReview",
+    )
+
+
 def test_chunked_body_over_the_limit_is_refused_without_reading_it_all(server: Endpoint) -> None:
     def chunks():
         yield EIGHT_MIB[: 4 * 1024 * 1024]
@@ -350,3 +420,84 @@ def test_get_is_not_allowed(server: Endpoint) -> None:
     with server.client() as c:
         r = c.get("/validate/catalog")
     assert (r.status_code, r.json()["message"]) == (405, "method GET not allowed on /validate/catalog: use POST")
+
+
+# --- deep objects: validate, mutate and convert agree on one bound (policies/nesting.py) ---
+
+TOO_DEEP = (
+    "status.upstreamLock.a.a… nests deeper than 128 levels, the most catalog-warden admits and converts; flatten it"
+)
+
+
+def deep_revision(levels: int) -> bytes:
+    """A v1alpha1 PackageRevision whose ``status.upstreamLock`` makes it ``levels`` deep, as JSON text.
+
+    Text, because orjson and json encode only a few hundred levels; orjson decodes 1,024.
+    """
+    lock = b'{"a":' * (levels - 3) + b"{}" + b"}" * (levels - 3)
+    obj = {
+        "apiVersion": "porch.kpt.dev/v1alpha1",
+        "kind": "PackageRevision",
+        "metadata": {"name": "blueprints.nginx.v1", "namespace": "team-a"},
+        "spec": {"repository": "blueprints", "packageName": "nginx", "workspaceName": "v1", "lifecycle": "Draft"},
+        "status": {"upstreamLock": "LOCK"},
+    }
+    return json.dumps(obj).encode().replace(b'"LOCK"', lock)
+
+
+def admission_body(obj: bytes) -> bytes:
+    body = review("CREATE", {"metadata": {"name": "blueprints.nginx.v1", "namespace": "team-a"}},
+                  group="porch.kpt.dev", kind="PackageRevision", uid="u-deep")  # fmt: skip
+    body["request"]["object"] = "OBJECT"
+    return json.dumps(body).encode().replace(b'"OBJECT"', obj)
+
+
+def conversion_body(obj: bytes, desired: str = "porch.kpt.dev/v1alpha2") -> bytes:
+    body = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "c-deep", "desiredAPIVersion": desired, "objects": ["OBJECT"]}}  # fmt: skip
+    return json.dumps(body).encode().replace(b'"OBJECT"', obj)
+
+
+def send(server: Endpoint, path: str, body: bytes) -> httpx.Response:
+    with server.client() as c:
+        return c.post(path, content=body, headers={"Content-Type": "application/json"})
+
+
+def test_an_object_at_the_depth_bound_passes_validate_mutate_and_convert(server: Endpoint) -> None:
+    obj = deep_revision(128)
+    validated = send(server, "/validate/packages", admission_body(obj)).json()["response"]
+    assert validated["allowed"] is True, validated
+    mutated = send(server, "/mutate/packages", admission_body(obj)).json()["response"]
+    assert mutated["allowed"] is True and mutated["patchType"] == "JSONPatch", mutated
+    converted = send(server, "/convert", conversion_body(obj)).json()["response"]
+    assert converted["result"] == {"status": "Success"}
+    (v2,) = converted["convertedObjects"]
+    assert v2["status"]["upstreamLock"] == json.loads(obj)["status"]["upstreamLock"]
+    back = send(server, "/convert", conversion_body(json.dumps(v2).encode(), "porch.kpt.dev/v1alpha1")).json()
+    assert back["response"]["result"] == {"status": "Success"}
+
+
+@pytest.mark.parametrize("levels", [129, 250, 1000], ids=["one-beyond", "orjson-limit", "decoder-limit"])
+def test_an_object_beyond_the_bound_is_refused_by_all_three(server: Endpoint, levels: int) -> None:
+    obj = deep_revision(levels)
+    for path in ("/validate/packages", "/mutate/packages"):
+        r = send(server, path, admission_body(obj))
+        assert r.status_code == 200
+        assert r.json()["response"] == {
+            "uid": "u-deep",
+            "allowed": False,
+            "status": {
+                "code": 422,
+                "message": f"PackageRevision team-a/blueprints.nginx.v1 denied by nesting.max-depth: {TOO_DEEP}",
+                "reason": "Invalid",
+            },
+        }, path
+    r = send(server, "/convert", conversion_body(obj))
+    assert r.status_code == 200
+    assert r.json()["response"] == {
+        "uid": "c-deep",
+        "result": {
+            "status": "Failed",
+            "message": f"objects[0] (PackageRevision team-a/blueprints.nginx.v1 porch.kpt.dev/v1alpha1): {TOO_DEEP}",
+        },
+    }
