@@ -21,7 +21,7 @@ import orjson
 from fastapi import FastAPI
 from fastapi.responses import Response
 
-from webhook.admission import Admission, WireError, review
+from webhook.admission import Admission, WireError, decode_json, review
 from webhook.metrics import Metrics
 
 MAX_BODY = 7 * 1024 * 1024
@@ -125,10 +125,7 @@ class WebhookApp:
             body = await read_body(scope, receive)
             if self.convert is None:
                 raise WireError(404, "conversion is not enabled on this server")
-            try:
-                payload = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise WireError(400, f"body is not JSON: {exc}") from None
+            payload = decode_json(body)
             try:
                 answer = self.convert(payload)
             except ValueError as exc:  # MalformedReview: the envelope itself is unusable

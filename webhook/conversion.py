@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from policies.conversion import CONVERTERS, ConversionError
-from policies.nesting import depth_problem
 from policies.objects import json_type, shown
+from webhook.nesting import depth_problem
 
 API_VERSION: Final = "apiextensions.k8s.io/v1"
 KIND: Final = "ConversionReview"
