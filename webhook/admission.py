@@ -17,7 +17,8 @@ import dataclasses
 import gc
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -63,24 +64,33 @@ class WireError(Exception):
         self.message = message
 
 
-def decode_json(body: bytes) -> Any:
-    """``body`` decoded, or :class:`WireError` 400; the one JSON decoder of the admission port.
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for one request (re-entrant; process-wide while it lasts).
 
-    The cyclic garbage collector is paused while orjson builds the objects: decoded JSON holds
-    no reference cycles, and a 3 MiB body of small containers otherwise triggered collection
-    after collection over the half-built tree, 80% of the decode time (1.6 s of 2 s for a 6 MiB
-    UPDATE, docs/performance.md). The collector is process-wide; the pause lasts one decode.
+    Decoded JSON holds no reference cycles, yet each container it is made of counts towards a
+    collection: a 3 MiB body of small containers triggered collection after collection over the
+    half-built tree, 80% of its decode time (docs/performance.md), and the first allocation after
+    the decode one more pass over all of it. Objects freed by reference counting before the
+    collector resumes are counted off again and never traversed.
     """
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise WireError(400, f"body is not JSON: {exc}") from None
+        yield
     finally:
-        if paused:
-            gc.enable()
+        gc.enable()
+
+
+def decode_json(body: bytes) -> Any:
+    """``body`` decoded, or :class:`WireError` 400: the one JSON decoder of the admission port."""
+    with collector_paused():
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise WireError(400, f"body is not JSON: {exc}") from None
 
 
 def parse_review(body: bytes) -> AdmissionRequest:
@@ -361,35 +371,47 @@ def _with_object(req: AdmissionRequest, obj: Any) -> AdmissionRequest:
 
 
 def review(admission: Admission, family: str, mutating: bool, body: bytes) -> tuple[AdmissionRequest, dict[str, Any]]:
-    """Parse ``body``, evaluate it and return the request and its AdmissionReview answer (raises WireError)."""
+    """Parse ``body``, evaluate it and return the request and its AdmissionReview answer (raises WireError).
+
+    The request comes back without its objects: they are released here, while the collector is
+    still paused, so a large request is freed by reference counting and never traversed by it.
+    """
     started = time.perf_counter()
-    req = parse_review(body)
-    try:
-        verdict = admission.evaluate(family, mutating, req)
-    except Exception as exc:  # a shell bug must still answer the parsed request, with its uid
-        log.error("admission failed", exc_info=exc, extra={"fields": {"uid": req.uid, "kind": str(req.kind)}})
-        message = f"{req.kind.kind} {req.ref}: internal error: {type(exc).__name__}"
-        verdict = Verdict(deny(message, code=500, reason="InternalError"))
-    if log.isEnabledFor(logging.INFO):
-        d = verdict.decision
-        log.info(
-            "admission",
-            extra={
-                "fields": {
-                    "uid": req.uid,
-                    "path": f"/{'mutate' if mutating else 'validate'}/{family}",
-                    "kind": str(req.kind),
-                    "name": req.name,
-                    "namespace": req.namespace,
-                    "operation": req.operation.value,
-                    "user": req.user.username,
-                    "dryRun": req.dry_run,
-                    "decision": "allowed" if d.allowed else "denied",
-                    "code": d.code,
-                    "rule": verdict.rule,
-                    "patched": bool(verdict.patch),
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                }
-            },
-        )
-    return req, response(req.uid, verdict)
+    with collector_paused():
+        req = parse_review(body)
+        try:
+            verdict = admission.evaluate(family, mutating, req)
+        except Exception as exc:  # a shell bug must still answer the parsed request, with its uid
+            log.error("admission failed", exc_info=exc, extra={"fields": {"uid": req.uid, "kind": str(req.kind)}})
+            message = f"{req.kind.kind} {req.ref}: internal error: {type(exc).__name__}"
+            verdict = Verdict(deny(message, code=500, reason="InternalError"))
+        answer = response(req.uid, verdict)
+        if log.isEnabledFor(logging.INFO):
+            _log_decision(req, verdict, mutating, family, started)
+        released = dataclasses.replace(req, object=None, old_object=None)
+        del req, verdict
+    return released, answer
+
+
+def _log_decision(req: AdmissionRequest, verdict: Verdict, mutating: bool, family: str, started: float) -> None:
+    d = verdict.decision
+    log.info(
+        "admission",
+        extra={
+            "fields": {
+                "uid": req.uid,
+                "path": f"/{'mutate' if mutating else 'validate'}/{family}",
+                "kind": str(req.kind),
+                "name": req.name,
+                "namespace": req.namespace,
+                "operation": req.operation.value,
+                "user": req.user.username,
+                "dryRun": req.dry_run,
+                "decision": "allowed" if d.allowed else "denied",
+                "code": d.code,
+                "rule": verdict.rule,
+                "patched": bool(verdict.patch),
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            }
+        },
+    )
