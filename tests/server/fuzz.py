@@ -118,12 +118,20 @@ def encode(doc: Any) -> bytes:
 
 
 @st.composite
-def broken(draw: st.DrawFn, seed: dict[str, Any]) -> Any:
-    """``seed`` with one to three nodes replaced by values of other shapes."""
+def broken(draw: st.DrawFn, seed: dict[str, Any], focus: tuple[Path, ...] = ()) -> Any:
+    """``seed`` with one to three nodes replaced by values of other shapes.
+
+    Half the cases only touch nodes under one of the ``focus`` paths (the objects), so the rules
+    see malformed objects in well-formed envelopes, not only envelopes the framing refuses.
+    """
     doc: Any = copy.deepcopy(seed)
+    prefixes = [p for p in focus if draw(st.booleans())][:1]
     for _ in range(draw(st.integers(1, 3))):
-        candidates = [p for p in paths(doc) if not _inside_placeholder(doc, p)]
-        doc = put(doc, draw(st.sampled_from(candidates)), draw(replacements))
+        candidates = [
+            p for p in paths(doc)
+            if not _inside_placeholder(doc, p) and (not prefixes or p[: len(prefixes[0])] == prefixes[0])
+        ]  # fmt: skip
+        doc = put(doc, draw(st.sampled_from(candidates or [()])), draw(replacements))
     return doc
 
 
@@ -148,7 +156,8 @@ def admission_cases(draw: st.DrawFn) -> tuple[str, bytes, Any]:
     new = None if op == "DELETE" else obj
     old = None if op == "CREATE" else obj
     seed = admission_review(op, new, old, group=group, version=version, kind=obj["kind"], uid=draw(uids))
-    doc = draw(broken(seed))
+    focus = tuple(("request", key) for key in ("object", "oldObject") if seed["request"][key] is not None)
+    doc = draw(broken(seed, focus))
     path = f"/{draw(st.sampled_from(['validate', 'mutate']))}/{family}"
     return path, encode(doc), doc
 
@@ -212,7 +221,7 @@ def conversion_cases(draw: st.DrawFn) -> tuple[bytes, Any]:
             "objects": [obj] * draw(st.integers(1, 3)),
         },
     }
-    doc = draw(broken(seed))
+    doc = draw(broken(seed, (("request", "objects"),)))
     return encode(doc), doc
 
 
