@@ -26,18 +26,14 @@ WARN_COMPONENT_LABEL_SKIPPED = (
 )
 
 
-LABEL_PATH = ("metadata", "labels")
-"""Where the label is written: each step must be an object (or absent) for the rule to write it."""
-
-
 def _labels_problem(obj: Obj | None) -> str | None:
-    cur: object = obj
-    for depth in range(1, len(LABEL_PATH) + 1):
-        cur = cur.get(LABEL_PATH[depth - 1]) if isinstance(cur, Mapping) else None
-        if cur is None:
-            return None
-        if not isinstance(cur, Mapping):
-            return MSG_NOT_AN_OBJECT.format(field=".".join(LABEL_PATH[:depth]), got=json_type(cur))
+    """Why the label cannot be written: ``metadata`` or ``metadata.labels`` is not an object."""
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if metadata is not None and not isinstance(metadata, Mapping):
+        return MSG_NOT_AN_OBJECT.format(field="metadata", got=json_type(metadata))
+    labels = metadata.get("labels") if metadata is not None else None
+    if labels is not None and not isinstance(labels, Mapping):
+        return MSG_NOT_AN_OBJECT.format(field="metadata.labels", got=json_type(labels))
     return None
 
 
@@ -52,5 +48,5 @@ def componentversion_component_label(req: AdmissionRequest, ctx: Context) -> Dec
     if not _LABEL_VALUE.fullmatch(component):
         return allow(fit_warning(WARN_COMPONENT_LABEL_SKIPPED, component=component))
     edit = Edit(cv)
-    edit.at(*LABEL_PATH)[COMPONENT_LABEL] = component
+    edit.at("metadata", "labels")[COMPONENT_LABEL] = component
     return mutate(cv, edit.root)

@@ -4,7 +4,9 @@ This module alone knows the admission wire contract (DESIGN.md section 4):
 
 - the response echoes ``request.uid`` in an ``admission.k8s.io/v1`` AdmissionReview;
 - any request that parsed gets an answer (a denial or a rule failure is ``allowed: false``
-  with ``status.code``), never an HTTP error;
+  with ``status.code``), never an HTTP error; a wrong-typed envelope field (which only a sender
+  that is not kube-apiserver can produce) is a 400 naming it, an object nested deeper than
+  ``policies.nesting.MAX_DEPTH`` a 422;
 - a validating path never returns a patch, a mutating path returns a JSON patch that was
   applied locally first, and nothing is patched on DELETE;
 - a kind outside the family's table is allowed with a warning; warnings are cut to 120 characters.
@@ -121,7 +123,10 @@ MSG_FIELD_TYPE = "AdmissionReview request.{field} must be {expected}, not {found
 wrong type means the sender is not an apiserver and no admission answer would be meaningful; what
 a user wrote (the object) is judged by the rules instead and answered with 422."""
 
-OPTIONAL_FIELDS: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+FieldTypes = tuple[tuple[str, type, str], ...]
+"""(field, the Python type orjson decodes its JSON type to, that JSON type as messages name it)."""
+
+OPTIONAL_FIELDS: FieldTypes = (
     ("name", str, "a string"),
     ("namespace", str, "a string"),
     ("subResource", str, "a string"),
@@ -132,12 +137,12 @@ OPTIONAL_FIELDS: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
 )
 """Request fields the rules read, with their JSON type; absent or null reads as empty."""
 
-USER_FIELDS: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+USER_FIELDS: FieldTypes = (
     ("username", str, "a string"),
     ("uid", str, "a string"),
     ("groups", list, "an array of strings"),
 )
-KIND_FIELDS: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+KIND_FIELDS: FieldTypes = (
     ("group", str, "a string"),
     ("version", str, "a string"),
 )
@@ -150,9 +155,7 @@ def _field(req: Mapping[str, Any], name: str, typ: type) -> Any:
     return value
 
 
-def _typed(
-    parent: Mapping[str, Any], prefix: str, fields: tuple[tuple[str, type | tuple[type, ...], str], ...]
-) -> dict[str, Any]:
+def _typed(parent: Mapping[str, Any], prefix: str, fields: FieldTypes) -> dict[str, Any]:
     """The ``fields`` of ``parent`` that are present, each checked against its type (400 if wrong)."""
     out: dict[str, Any] = {}
     for name, typ, expected in fields:
