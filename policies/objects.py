@@ -50,6 +50,16 @@ def _items(value: Any) -> tuple[Any, ...]:
 # and answer 422 naming the field; loops that merely read must not stop for one bad object.
 
 
+def mapping_at(obj: Obj | None, *path: str) -> Mapping[str, Any]:
+    """The object at ``path``, or an empty one when it is absent or not an object."""
+    return _mapping(dig(obj, *path))
+
+
+def items_at(obj: Obj | None, *path: str) -> tuple[Any, ...]:
+    """The array at ``path`` as a tuple, or ``()`` when it is absent or not an array."""
+    return _items(dig(obj, *path))
+
+
 def labels_of(obj: Obj | None) -> Mapping[str, str]:
     return _mapping(dig(obj, "metadata", "labels"))
 

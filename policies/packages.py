@@ -26,8 +26,10 @@ from policies.objects import (
     finalizers_of,
     format_time,
     is_terminating,
+    items_at,
     json_type,
     labels_of,
+    mapping_at,
     name_of,
     namespace_of,
     parse_time,
@@ -137,7 +139,7 @@ def upstream_names(revision: Obj) -> Iterable[str]:
         name = dig(revision, *path)
         if name:
             yield str(name)
-    for task in dig(revision, "spec", "tasks", default=()):
+    for task in items_at(revision, "spec", "tasks"):
         for path in UPSTREAM_TASK_PATHS:
             name = dig(task, *path)
             if name:
@@ -278,7 +280,7 @@ def _spec_field(name: str) -> FieldGetter:
 
 
 def _creation_task(obj: Obj | None) -> Any:
-    tasks = dig(obj, "spec", "tasks", default=())
+    tasks = items_at(obj, "spec", "tasks")
     return tasks[0] if tasks else None
 
 
@@ -302,8 +304,7 @@ MSG_FROZEN = (
 
 
 def _changed_spec_keys(old: Obj | None, new: Obj | None) -> list[str]:
-    old_spec: Mapping[str, Any] = dig(old, "spec", default={})
-    new_spec: Mapping[str, Any] = dig(new, "spec", default={})
+    old_spec, new_spec = mapping_at(old, "spec"), mapping_at(new, "spec")
     keys = (set(old_spec) | set(new_spec)) - {"lifecycle"}
     return [f"spec.{k}" for k in sorted(keys) if old_spec.get(k) != new_spec.get(k)]
 
@@ -444,8 +445,12 @@ def repository_ref(revision: Obj) -> str:
 
 
 def _owner_repository_uid(revision: Obj) -> str | None:
-    for ref in dig(revision, "metadata", "ownerReferences", default=()):
-        if _is_repository_ref(ref) and ref.get("name") == dig(revision, "spec", "repository"):
+    for ref in items_at(revision, "metadata", "ownerReferences"):
+        if (
+            isinstance(ref, Mapping)
+            and _is_repository_ref(ref)
+            and ref.get("name") == dig(revision, "spec", "repository")
+        ):
             return ref.get("uid") or None
     return None
 
@@ -527,7 +532,7 @@ def _owner_references(edit: Edit, ctx: Context) -> str | None:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-    refs = list(dig(revision, "metadata", "ownerReferences", default=()))
+    refs = list(items_at(revision, "metadata", "ownerReferences"))
     ours = [r for r in refs if _is_repository_ref(r) and r.get("name") == repo_name]
     others = [r for r in refs if r not in ours]
     if ours == [desired]:

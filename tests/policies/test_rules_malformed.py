@@ -138,3 +138,15 @@ def test_no_rule_raises_on_a_malformed_object(
                 decision = rule.fn(req, ctx)
                 assert decision.allowed or decision.code < 500, (rule.name, decision.message)
                 decision.patch  # noqa: B018 - computing the patch must not raise either
+
+
+def test_revision_immutable_reads_tasks_of_the_wrong_type_as_absent() -> None:
+    """Was a KeyError (``tasks[0]`` of an object), found by the fuzz above; the shape rule refuses it first."""
+    old = packages.revision("Draft", version="v1alpha1")
+    new = changed(old, "spec", "tasks", value={"a": {}})
+    req = packages.request(Operation.UPDATE, new, old, version="v1alpha1")
+    decision = packages.rule("packages.revision-immutable")(req, packages.context())
+    assert (decision.code, decision.message) == (
+        422,
+        "immutable fields changed: spec.tasks[0]; create a new PackageRevision instead",
+    )
