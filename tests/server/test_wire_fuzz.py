@@ -86,8 +86,8 @@ def over_tls(server: Endpoint) -> Iterator[Post]:
         yield post
 
 
-def check_admission(status: int, body: bytes, doc: Any, path: str) -> str:
-    """Assert the contract for one answer; returns what kind of answer it was."""
+def check_admission(status: int, body: bytes, doc: Any, path: str, sent: bytes) -> str:
+    """Assert the contract for one answer (``sent``: the request body); returns what kind of answer it was."""
     uid = fuzz.request_uid(doc, ADMISSION)
     assert status in (200, 400), (status, body[:300])
     answer = orjson.loads(body)
@@ -107,7 +107,7 @@ def check_admission(status: int, body: bytes, doc: Any, path: str) -> str:
     if "patch" in response:
         assert path.startswith("/mutate/")
         patch = orjson.loads(base64.b64decode(response["patch"]))
-        jsonpatch.apply_patch(doc["request"]["object"], patch)  # raises if it does not apply
+        jsonpatch.apply_patch(orjson.loads(sent)["request"]["object"], patch)  # raises if it does not apply
         return "patched"
     return "allowed"
 
@@ -140,7 +140,7 @@ def run_admission(post: Post, examples: int) -> Counter[str]:
     def one(case: tuple[str, bytes, Any]) -> None:
         path, body, doc = case
         status, answer = post(path, body)
-        seen[check_admission(status, answer, doc, path)] += 1
+        seen[check_admission(status, answer, doc, path, body)] += 1
 
     one()
     return seen
