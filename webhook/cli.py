@@ -49,12 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--kubeconfig", type=Path, help="kubeconfig of the cluster to cache (default: in-cluster)")
     s.add_argument("--config", type=Path, help="YAML configuration (identities, families, thresholds)")
     s.add_argument("--cert-poll-seconds", type=float, default=5.0, help="how often to check the pair for rotation")
+    s.add_argument(
+        "--drain-seconds", type=int, default=10, help="on SIGTERM, how long in-flight requests may take to finish"
+    )
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
     sc = sub.add_parser("sidecar", help="run the availability, referenced-set and reclamation loops")
     sc.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: the in-cluster service account)")
     sc.add_argument("--config", type=Path, help="YAML configuration (the sidecar: section)")
-    sc.add_argument("--events-port", type=int, default=8081, help="port for /events, /healthz, /metrics")
+    sc.add_argument("--events-host", default="0.0.0.0", help="address of the events listener")
+    sc.add_argument("--events-port", type=int, default=8081, help="port for /events, /healthz, /readyz, /metrics")
     sc.add_argument("--identity", default="", help="this replica's Lease identity (default: $POD_NAME or hostname)")
     sc.add_argument("--namespace", default="", help="namespace of the Lease (default: $POD_NAMESPACE or config)")
     sc.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -110,6 +114,7 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         probe_port=args.probe_port,
         client_ca=args.client_ca,
         cert_poll_seconds=args.cert_poll_seconds,
+        drain_seconds=args.drain_seconds,
     )
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
@@ -147,6 +152,7 @@ def _cmd_sidecar(args: argparse.Namespace) -> None:
     settings = SidecarSettings(
         namespace=args.namespace or os.environ.get("POD_NAMESPACE") or config.sidecar.referencedSet.namespace,
         identity=args.identity or os.environ.get("POD_NAME") or socket.gethostname(),
+        events_host=args.events_host,
         events_port=args.events_port,
     )
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:

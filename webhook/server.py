@@ -3,6 +3,10 @@
 Both run as uvicorn servers in one event loop, one process per container (scale by replicas:
 each worker would otherwise need its own certificate reload). The TLS context is the live
 :class:`~webhook.tls.ReloadingContext`, so rotation needs no restart.
+
+SIGTERM drains: the HTTPS listener stops accepting, requests in flight get their answers for up
+to ``drain_seconds`` (then they are cancelled), the probe listener and the certificate watcher
+stop, and the process exits 0 (see :mod:`webhook.graceful` for why uvicorn alone would not).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from policies.view import View, not_synced_reason
 from webhook.admission import Admission
 from webhook.app import WebhookApp, create_probe_app
 from webhook.conversion import convert_review
+from webhook.graceful import GracefulServer
 from webhook.metrics import Metrics
 from webhook.tls import ReloadingContext
 
@@ -38,6 +43,9 @@ class ServeSettings:
     probe_port: int = 8080
     client_ca: Path | None = None
     cert_poll_seconds: float = 5.0
+    drain_seconds: int = 10
+    """How long SIGTERM waits for in-flight requests: above every webhook's timeoutSeconds (5 s at
+    most in manifests/webhooks), below the pod's terminationGracePeriodSeconds (30 s)."""
 
 
 class _ProbeServer(uvicorn.Server):
@@ -67,7 +75,7 @@ class Warden:
         self.metrics = Metrics()
         self.tls = ReloadingContext(settings.cert_dir, settings.client_ca, self.metrics)
         admission = Admission(view, config, self.metrics, tables=tables)
-        self.main = uvicorn.Server(
+        self.main = GracefulServer(
             uvicorn.Config(
                 WebhookApp(admission, self.metrics, convert_review),
                 host=settings.host,
@@ -76,7 +84,7 @@ class Warden:
                 log_config=None,
                 access_log=False,
                 lifespan="off",
-                timeout_graceful_shutdown=10,
+                timeout_graceful_shutdown=settings.drain_seconds,
             )
         )
         self.probe = _ProbeServer(

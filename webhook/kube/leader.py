@@ -20,6 +20,9 @@ The guarantees, and why they hold:
   renewal request itself hangs. Since ``renew_deadline < lease_duration`` and every follower
   observed that renewal only after it was sent, the loops are stopped before any follower may
   acquire. ``on_stopped_leading`` must therefore return within ``lease_duration - renew_deadline``.
+- A candidate that cannot campaign says so: an attempt that fails for another reason than losing
+  a race (409) sets :attr:`LeaderElector.problem` (readiness reports it) and logs one warning per
+  change of cause (a missing namespace, 403, an unreachable apiserver), not one per retry.
 """
 
 from __future__ import annotations
@@ -39,6 +42,15 @@ log = logging.getLogger("catalog_warden.leader")
 
 MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 JITTER_FACTOR = 1.2
+
+MSG_CANNOT_CAMPAIGN = "cannot {verb} the Lease {lease}: {error}"
+"""The readiness reason while attempts fail; ``error`` is the apiserver's answer (or the transport error)."""
+FIXES: Mapping[int, str] = {
+    0: "the apiserver did not answer: check the network path to it",
+    403: "grant get, create, update on leases (coordination.k8s.io) in {namespace}: manifests/deploy/rbac.yaml",
+    404: "create namespace {namespace}, or run the sidecar in the Lease's namespace (--namespace, $POD_NAMESPACE)",
+}
+"""HTTP status of a failed attempt (0: no answer) -> the way out, logged with the warning."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +160,10 @@ class LeaderElector:
         self._last_holder = ""
         self._term: _Term | None = None
         self._term_lock = threading.Lock()
+        self.problem = ""
+        """Why the last attempt could not campaign (empty when it reached a decision: won, renewed,
+        someone else holds the Lease, or lost a race)."""
+        self._problem_cause: tuple[str, int, str] | None = None
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -198,6 +214,7 @@ class LeaderElector:
             holder = self._holder(lease)
             if holder and holder != self._last_holder:
                 self._last_holder = holder
+                log.info("new leader", extra={"fields": {"identity": self.identity, "leader": holder}})
                 self.on_new_leader(holder)
 
     def _try_acquire_or_renew(self, timeout: float) -> bool:
@@ -221,35 +238,64 @@ class LeaderElector:
             }
             try:
                 self._observe(self.kube.create(LEASE, body, timeout=timeout))
+            except Conflict:  # AlreadyExists: another candidate created it first
+                return self._campaigned(False)
             except ApiError as exc:
-                log.debug("lease create failed", extra={"fields": {"error": str(exc)}})
-                return False
-            return True
+                return self._failed("create", exc)
+            return self._campaigned(True)
         except ApiError as exc:
-            log.debug("lease read failed", extra={"fields": {"error": str(exc)}})
-            return False
+            return self._failed("get", exc)
         self._observe(lease)
         spec = dict(lease.get("spec") or {})
         holder = self._holder(lease)
         held_by_me = holder == self.identity
         observed_duration = int(spec.get("leaseDurationSeconds") or duration)
         if holder and not held_by_me and self.clock() < self._observed_at + observed_duration:
-            return False  # someone else's lease, not yet expired as we observed it
+            return self._campaigned(False)  # someone else's lease, not yet expired as we observed it
         if held_by_me:
             spec["renewTime"] = now
         else:
+            # client-go counts every change of holder, a takeover after a release included
             transitions = int(spec.get("leaseTransitions") or 0)
-            spec.update(acquireTime=now, renewTime=now, leaseTransitions=transitions + (1 if holder else 0))
+            spec.update(acquireTime=now, renewTime=now, leaseTransitions=transitions + 1)
         spec.update(holderIdentity=self.identity, leaseDurationSeconds=duration)
         updated = {**lease, "spec": spec}
         try:
             self._observe(self.kube.replace(LEASE, updated, timeout=timeout))
         except Conflict:
-            return False
+            return self._campaigned(False)
         except ApiError as exc:
-            log.debug("lease update failed", extra={"fields": {"error": str(exc)}})
-            return False
-        return True
+            return self._failed("update", exc)
+        return self._campaigned(True)
+
+    # ---- whether we can campaign -------------------------------------------------------------
+
+    def _campaigned(self, won: bool) -> bool:
+        """An attempt that reached a decision: whatever failed before is over."""
+        if self._problem_cause is not None:
+            log.info("lease reachable again", extra={"fields": {"identity": self.identity, "lease": self._lease}})
+        self.problem, self._problem_cause = "", None
+        return won
+
+    def _failed(self, verb: str, exc: ApiError) -> bool:
+        """An attempt that could not campaign: readiness says why; one warning per change of cause.
+
+        The cause is the verb and the answer's status and reason, not its message: an unreachable
+        apiserver words each failure differently, and a retry every ``retry_period`` must not log.
+        """
+        self.problem = MSG_CANNOT_CAMPAIGN.format(verb=verb, lease=self._lease, error=exc)
+        cause = (verb, exc.status, exc.reason)
+        if cause != self._problem_cause:
+            self._problem_cause = cause
+            fields = {"identity": self.identity, "lease": self._lease, "verb": verb, "error": str(exc)}
+            if exc.status in FIXES:
+                fields["fix"] = FIXES[exc.status].format(namespace=self.namespace)
+            log.warning("cannot take or renew the lease", extra={"fields": fields})
+        return False
+
+    @property
+    def _lease(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
     def _release(self) -> None:
         """Clear ``holderIdentity`` if we still hold the Lease, so a follower need not wait it out."""
@@ -261,5 +307,7 @@ class LeaderElector:
         spec = {k: v for k, v in spec.items() if v is not None}
         try:
             self._observe(self.kube.replace(LEASE, {**lease, "spec": spec}, timeout=self.timing.retry_period))
-        except ApiError as exc:
+        except ApiError as exc:  # 409: someone took it meanwhile; else it expires by itself
             log.info("lease release failed", extra={"fields": {"error": str(exc)}})
+            return
+        log.info("released the lease", extra={"fields": {"identity": self.identity, "lease": self._lease}})

@@ -7,14 +7,21 @@ referenced-set publication, reclamation (which needs the set just computed, so i
 with ``referencedSet.enabled`` and only on a complete set). Between passes the scheduler waits
 ``availability.interval`` or for an early re-check, whichever comes first.
 
-Shutdown (a signal or :meth:`Sidecar.stop`): the loops are cancelled first, then the Lease is
-released (so a follower takes over at once), then the listener, the cache and the clients close.
-Losing the Lease cancels the loops at once; a write already sent may still complete.
+Shutdown (SIGTERM, SIGINT or :meth:`Sidecar.stop`): the listener stops, the loops are cancelled
+and the writes they had in flight finish (each is bounded by its request timeout), then the Lease
+is released (so a follower takes over at once), then the cache and the clients close and the
+process exits 0: nothing this replica does lands after the release. Losing the Lease cancels the
+loops at once; a write already sent may still complete.
+
+Readiness (``/readyz``) is "able to campaign": the cache synced and live, and the last Lease
+attempt reached a decision. A follower whose attempts see another replica's valid Lease is ready;
+one whose attempts fail (missing namespace, 403, apiserver unreachable) is not, with the reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime
 import logging
@@ -41,6 +48,7 @@ from policies.kinds import (
 )
 from policies.model import Obj
 from policies.view import not_synced_reason
+from webhook.graceful import GracefulServer
 from webhook.kube.cache import InformerCache
 from webhook.kube.client import ApiError, Kube, NotFound
 from webhook.kube.leader import LeaderElector, LeaseTiming
@@ -148,7 +156,7 @@ class Sidecar:
             may_act=self.leading.is_set,
             fresh=self.publisher.fresh,
         )
-        self.server = uvicorn.Server(
+        self.server = GracefulServer(
             uvicorn.Config(
                 events_app(
                     self.cache,
@@ -166,6 +174,7 @@ class Sidecar:
             )
         )
         self._lost = asyncio.Event()
+        self.elector: LeaderElector | None = None
 
     # ---- one pass (tests call this directly) --------------------------------------------------
 
@@ -221,8 +230,13 @@ class Sidecar:
         return (False, "informer threads ended: " + ", ".join(map(str, dead))) if dead else (True, "ok")
 
     def ready(self) -> tuple[bool, str]:
-        """Whether the loops may act: the cache synced and every kind live; else why not."""
-        why = not_synced_reason(self.cache)
+        """Whether this replica can lead: the cache synced and live, and the Lease reachable; else why not.
+
+        Holding the Lease is not required: a healthy follower is ready to take over, and marking it
+        unready would only hide the replica that is needed when the leader goes.
+        """
+        lease = self.elector.problem if self.elector is not None else ""
+        why = "; ".join(filter(None, (not_synced_reason(self.cache), lease)))
         return (not why, why or "ok")
 
     # ---- the process --------------------------------------------------------------------------
@@ -233,8 +247,11 @@ class Sidecar:
     async def run(self) -> None:
         """Serve until :meth:`stop` or a signal; lead the loops while holding the Lease."""
         loop = asyncio.get_running_loop()
+        # The loops' blocking calls (asyncio.to_thread) run here, so shutdown can wait for them.
+        workers = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="sidecar-worker")
+        loop.set_default_executor(workers)
         self.cache.start()
-        elector = LeaderElector(
+        self.elector = elector = LeaderElector(
             self.kube,
             self.settings.namespace,
             self.settings.lease_name,
@@ -252,10 +269,16 @@ class Sidecar:
             leader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await leader
-            elector_stop.set()
-            await asyncio.to_thread(self._join, elector_stop)
+            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sidecar-stop") as stopping:
+                # A cancelled task leaves its request running in a worker: let those finish (and
+                # start no queued one) before the Lease goes, or a write could follow the release.
+                await loop.run_in_executor(stopping, lambda: workers.shutdown(wait=True, cancel_futures=True))
+                loop.set_default_executor(concurrent.futures.ThreadPoolExecutor())
+                elector_stop.set()
+                await loop.run_in_executor(stopping, self._join, elector_stop)
             self.cache.stop()
             await self.clients.aclose()
+            log.info("sidecar stopped", extra={"fields": {"identity": self.settings.identity}})
 
     def _started_leading(self) -> None:
         self._lost.clear()
