@@ -282,3 +282,70 @@ async def test_a_sidecar_that_cannot_campaign_is_not_ready_and_warns_once(
     finally:
         sidecar.stop()
         await asyncio.wait_for(task, 30)
+
+
+# ---- nothing this replica writes lands after its release ---------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_write_in_flight_at_shutdown_lands_before_the_release(apiserver: ApiServerDouble, kube: Kube) -> None:
+    """The referenced set's ConfigMap create is held in the double while the sidecar stops.
+
+    The elector keeps renewing while the cancelled loop's write is still in its worker thread;
+    once two renewals came after the stop (the loops are cancelled by then: only a stopped elector
+    would be silent), the write is let through. The release must come after it.
+    """
+    order: list[str] = []
+    held, proceed = threading.Event(), threading.Event()
+    original = apiserver.api.create
+
+    def create(target: Any, *args: Any) -> Any:
+        if target.resource.plural != "configmaps":
+            return original(target, *args)
+        held.set()
+        assert proceed.wait(20), "never let through"
+        answer = original(target, *args)
+        order.append("configmap written")
+        return answer
+
+    apiserver.api.create = create  # type: ignore[method-assign]
+    stored = apiserver.api.update
+
+    def update(target: Any, *args: Any) -> Any:
+        answer = stored(target, *args)
+        if target.resource.plural == "leases" and "holderIdentity" not in answer.body["spec"]:
+            order.append("lease released")
+        return answer
+
+    apiserver.api.update = update  # type: ignore[method-assign]
+    leases = Leases(apiserver)
+    config = PolicyConfig(
+        sidecar=SidecarConfig.model_validate(
+            {
+                "availability": {"enabled": False},
+                "chartIndex": {"enabled": False},
+                "packages": {"enabled": False},
+                "referencedSet": {"namespace": WARDEN_NS},
+            }
+        )
+    )
+    sidecar = Sidecar(
+        kube,
+        config,
+        SidecarSettings(namespace=WARDEN_NS, identity="pod-a", events_host="127.0.0.1", events_port=free_port()),
+        clock=lambda: T0,
+        lease_timing=FAST,
+    )
+    task = asyncio.create_task(sidecar.run())
+    await until(held.is_set, "the referenced set's write in flight")
+    stopped_at = len(leases.specs())
+    sidecar.stop()
+
+    def renewed_twice_or_released() -> bool:
+        after = leases.specs()[stopped_at:]
+        return bool(order) or sum(spec.get("holderIdentity") == "pod-a" for spec in after) >= 2
+
+    await until(renewed_twice_or_released, "two renewals after the stop, or the release")
+    proceed.set()
+    await asyncio.wait_for(task, 30)
+    assert order == ["configmap written", "lease released"]
