@@ -90,6 +90,8 @@ SECRETS_ROLE = "catalog-warden-registry-secrets"
 SECRETS_COMPONENT = "manifests/components/registry-secrets"
 """The ClusterRole that grants Secret reads, bound per namespace (manifests/deploy/rbac.yaml)."""
 SYNC_POLL = 0.1
+EVENTS_DRAIN_SECONDS = 5
+"""On shutdown, how long requests to the events port may take to finish (an event is one cache lookup)."""
 
 
 def utc_now() -> datetime.datetime:
@@ -171,6 +173,7 @@ class Sidecar:
                 log_config=None,
                 access_log=False,
                 lifespan="off",
+                timeout_graceful_shutdown=EVENTS_DRAIN_SECONDS,
             )
         )
         self._lost = asyncio.Event()
