@@ -20,6 +20,7 @@ No pytest here: the fixtures that use it decide what a missing binary means.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -34,10 +35,10 @@ from pathlib import Path
 
 import httpx
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from tests.support.server import free_port
-from webhook.certs import make_ca, make_client, make_serving
+from webhook.certs import Pair, make_ca, make_client, make_serving
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
@@ -119,6 +120,8 @@ class ControlPlane:
     admin: Credentials
     kubeconfig: Path
     service_account_key: Path
+    ca_key: Path
+    """The client CA's key: :meth:`user_kubeconfig` signs certificates for any user and groups."""
     processes: list[Process] = field(default_factory=list)
 
     def client(self, timeout: float = 10.0) -> httpx.Client:
@@ -126,6 +129,25 @@ class ControlPlane:
         context = ssl.create_default_context(cafile=str(self.ca))
         context.load_cert_chain(str(self.admin.cert), str(self.admin.key))
         return httpx.Client(base_url=self.url, verify=context, timeout=timeout)
+
+    def user_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig authenticating as ``user`` in ``groups`` by a client certificate.
+
+        kube-apiserver's x509 authenticator reads the user from the common name and the groups from
+        the organizations, as it would for a human's certificate; no RBAC comes with it (bind what
+        the test needs, or pass ``system:masters``).
+        """
+        ca = Pair(self.ca.read_bytes(), self.ca_key.read_bytes())
+        key = serialization.load_pem_private_key(ca.key_pem, password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey), "the control plane CA is an EC key (webhook.certs)"
+        pair = make_client(ca, key, user, list(groups), days=2)
+        directory = self.workdir / "users"
+        directory.mkdir(exist_ok=True)
+        stem = hashlib.sha256("\0".join([user, *groups]).encode()).hexdigest()[:16]
+        credentials = Credentials(
+            _write(directory / f"{stem}.crt", pair.cert_pem), _write(directory / f"{stem}.key", pair.key_pem, True)
+        )
+        return _write_kubeconfig(directory / f"{stem}.kubeconfig", self.url, self.ca, user, credentials)
 
     def check_running(self) -> None:
         for process in self.processes:
@@ -169,6 +191,7 @@ def _write_kubeconfig(path: Path, url: str, ca: Path, user: str, credentials: Cr
 @dataclass(frozen=True)
 class _Pki:
     ca: Path
+    ca_key: Path
     serving: Credentials
     admin: Credentials
     front_proxy_ca: Path
@@ -199,6 +222,7 @@ def _write_pki(directory: Path) -> _Pki:
 
     return _Pki(
         ca=_write(directory / "ca.crt", ca.cert_pem),
+        ca_key=_write(directory / "ca.key", ca.key_pem, private=True),
         serving=pair("apiserver", serving.cert_pem, serving.key_pem),
         admin=pair("admin", admin.cert_pem, admin.key_pem),
         front_proxy_ca=_write(directory / "front-proxy-ca.crt", front_proxy_ca.cert_pem),
@@ -343,6 +367,7 @@ def control_plane(
         admin=pki.admin,
         kubeconfig=_write_kubeconfig(workdir / "admin.kubeconfig", url, pki.ca, "admin", pki.admin),
         service_account_key=pki.service_account_key,
+        ca_key=pki.ca_key,
     )
     clean = False
     try:
