@@ -60,12 +60,30 @@ def staleness_of(view: object) -> str:
     return view.staleness() if isinstance(view, Staleness) else ""
 
 
+@runtime_checkable
+class Pending(Protocol):
+    """A view that can say which of its parts it has not loaded yet, and why (the informer cache:
+    kinds not listed yet, with the error of the last attempt, such as a 403 for a missing verb)."""
+
+    def pending(self) -> str:
+        """The parts not loaded yet and why; ``""`` when every part is loaded."""
+        ...
+
+
+def pending_of(view: object) -> str:
+    """``view.pending()`` for a view that reports it, else ``""``."""
+    return view.pending() if isinstance(view, Pending) else ""
+
+
 def not_synced_reason(view: View) -> str:
     """Why ``view`` may not be relied on, as readiness answers say it; ``""`` while it is synced."""
     if view.synced:
         return ""
     stale = staleness_of(view)
-    return f"cluster state stale: {stale}" if stale else "cluster state not synced"
+    if stale:
+        return f"cluster state stale: {stale}"
+    pending = pending_of(view)
+    return f"cluster state not synced: {pending}" if pending else "cluster state not synced"
 
 
 def _key(namespace: str, name: str) -> tuple[str, str]:

@@ -74,6 +74,8 @@ class KindLiveness:
     kind: GroupKind
     state: Liveness
     since: datetime | None = None
+    error: str = ""
+    """Why the last list or watch failed: a kind never listed says it (a 403 names the missing verb)."""
 
     @property
     def stale(self) -> bool:
@@ -81,7 +83,8 @@ class KindLiveness:
 
     def describe(self) -> str:
         since = self.since.strftime("%Y-%m-%dT%H:%M:%SZ") if self.since else ""
-        return f"{self.kind} {self.state.value.format(since=since)}"
+        why = f" ({self.error})" if self.error and self.state is Liveness.UNLISTED else ""
+        return f"{self.kind} {self.state.value.format(since=since)}{why}"
 
 
 class _Reflector:
@@ -101,6 +104,7 @@ class _Reflector:
         self.relists = 0
         self.watches = 0
         self.failures = 0
+        self.last_error = ""
         self.listed = False
         self.watching = False
         self.heard = 0.0
@@ -124,6 +128,7 @@ class _Reflector:
                 if cache.stopping.is_set():
                     return
                 self.failures += 1
+                self.last_error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
                 self.resource_version = ""
                 if isinstance(exc, Gone):
                     log.info("watch expired, relisting", extra={"fields": {"kind": str(self.kind)}})
@@ -202,7 +207,7 @@ class _Reflector:
 
     def liveness(self, now: float, wall: datetime) -> KindLiveness:
         if not self.listed:
-            return KindLiveness(self.kind, Liveness.UNLISTED)
+            return KindLiveness(self.kind, Liveness.UNLISTED, error=self.last_error)
         if now < self.stale_at:
             return KindLiveness(self.kind, Liveness.LIVE)
         state, at = (Liveness.SILENT, self.heard) if self.watching else (Liveness.DOWN, self.down_since)
@@ -352,6 +357,14 @@ class InformerCache:
     def staleness(self) -> str:
         """The stale kinds and since when (``""`` when none is; a kind not yet listed is not stale)."""
         return ", ".join(k.describe() for k in self.liveness() if k.stale)
+
+    def pending(self) -> str:
+        """The kinds not listed yet, each with why its last attempt failed (``""`` once all are listed).
+
+        What readiness names while the cache has not synced: a kind the ServiceAccount may not
+        list stays here, with the apiserver's 403, rather than a bare "not synced".
+        """
+        return ", ".join(k.describe() for k in self.liveness() if k.state is Liveness.UNLISTED)
 
     def dead_threads(self) -> Sequence[GroupKind]:
         """Kinds whose reflector thread has ended although the cache runs (a bug: health says so)."""
