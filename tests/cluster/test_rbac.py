@@ -1,9 +1,10 @@
-"""The server runs with the shipped RBAC of its own ServiceAccount, and a missing permission shows.
+"""The server and the sidecar run with the shipped RBAC of their own ServiceAccounts, and a missing
+permission shows.
 
 The session's server synced its cache as ``catalog-warden-server`` (the fixture waited for its
 ``/readyz``). Here: it is that identity and can write nothing, and a server whose ClusterRole
 lacks ``list`` on one kind stays unready, its readiness naming the kind and the apiserver's 403,
-until the permission is back.
+until the permission is back. The sidecar syncs its cache and takes its Lease with its own token.
 """
 
 from __future__ import annotations
@@ -13,8 +14,17 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.support.controlplane.cluster import NAMESPACE, SERVER_ACCOUNT, Cluster, ServerProcess, find, wait_for
+from tests.support.controlplane.cluster import (
+    NAMESPACE,
+    SERVER_ACCOUNT,
+    Cluster,
+    ServerProcess,
+    SidecarProcess,
+    find,
+    wait_for,
+)
 from webhook.kube.client import ApiError, Kube
+from webhook.sidecar.runner import LEASE_NAME
 
 SERVER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVER_ACCOUNT}"
 CLUSTER_ROLE = f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{SERVER_ACCOUNT}"
@@ -81,3 +91,16 @@ def test_a_server_without_list_on_one_kind_is_unready_naming_it_until_the_permis
 
     unready.wait_ready()  # the reflector retries with backoff (at most 10 s) and lists
     assert unready.readiness() == (200, "ok")
+
+
+def test_the_sidecar_syncs_and_takes_the_lease_as_its_own_service_account(
+    admin: Kube, sidecar: Callable[..., SidecarProcess]
+) -> None:
+    process = sidecar("sidecar-rbac").start()  # ready: its cache listed every kind with the shipped RBAC
+
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE_NAME}"
+    wait_for(
+        lambda: admin.request("GET", lease).get("spec", {}).get("holderIdentity") == process.name,
+        f"{process.name} to hold the Lease",
+    )
+    assert process.readiness() == (200, "ok")

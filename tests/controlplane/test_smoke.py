@@ -3,8 +3,8 @@
 kube-apiserver accepts the CRDs in ``manifests/crds`` as shipped (structural schemas, CEL rules,
 selectableFields, conversion strategy) and marks each Established; the controller manager's
 namespace controller and garbage collector run, so a deleted namespace goes away and a dependent
-follows its owner. Skipped, for now, where ``tests/support/controlplane/build.sh`` has not built
-the binaries.
+follows its owner. Where kubectl or the control plane build is missing, every test fails with one
+line naming ``tests/support/install.sh``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.support.controlplane import BUILD_SCRIPT, ControlPlane, bin_dir, control_plane, missing_binaries
+from tests.support.controlplane import ControlPlane, control_plane
+from tests.support.controlplane.cluster import missing_prerequisite
 from tests.support.controlplane.launcher import log_tail
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,11 +35,10 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
-    binaries = bin_dir()
-    missing = missing_binaries(binaries)
+    missing = missing_prerequisite()
     if missing:
-        pytest.skip(f"control plane not built ({', '.join(missing)} missing): run {BUILD_SCRIPT.relative_to(REPO)}")
-    with control_plane(binaries=binaries) as started:
+        pytest.fail(missing, pytrace=False)  # never a skip: CI must not pass without the control plane
+    with control_plane() as started:
         yield started
 
 

@@ -18,6 +18,7 @@ import datetime as dt
 import hashlib
 import io
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -53,6 +54,12 @@ from webhook.registry.media_types import (
 from webhook.registry.ocm import component_descriptor_repository, ocm_tag
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
+
+
+class RegistryMissing(RuntimeError):
+    """Debian's docker-registry is not installed (``tests/support/install.sh`` installs it)."""
+
+
 TEST_USER = "warden"
 TEST_PASSWORD = "warden-test-password"
 TEST_PASSWORD_BCRYPT = "$2b$04$GejK3i4kt4lnV7xB1zLETOpD6ibbGAag1AZdAe.I.S5TjLS/dWgfq"
@@ -337,6 +344,8 @@ class RegistryServer:
 
     def start(self) -> RegistryServer:
         """Start the process and wait until ``/v2/`` answers 200 or 401 (auth), with a deadline."""
+        if not os.access(REGISTRY_BINARY, os.X_OK):  # one line saying what to install, never a skip
+            raise RegistryMissing(f"{REGISTRY_BINARY} is not installed: run tests/support/install.sh")
         self.write_config()
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
