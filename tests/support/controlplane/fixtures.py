@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -36,13 +37,21 @@ Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
-    """The control plane with ``manifests/`` applied and one ready server behind the Service."""
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The control plane with ``manifests/`` applied and one ready server behind the Service.
+
+    Everything lives under pytest's temporary directory (kept for the last three runs), so the
+    processes' logs can be read after a failure; etcd's data (64 MB of preallocated WAL) is not kept.
+    """
     missing = missing_prerequisite()
     if missing:
         pytest.fail(missing, pytrace=False)
-    with installed() as started:
-        yield started
+    workdir = tmp_path_factory.mktemp("cluster")
+    try:
+        with installed(workdir) as started:
+            yield started
+    finally:
+        shutil.rmtree(workdir / "controlplane" / "etcd", ignore_errors=True)
 
 
 @pytest.fixture
