@@ -51,7 +51,7 @@ from tests.support.controlplane.launcher import (
 )
 from tests.support.server import free_port
 from webhook.certs import write_dev_certs
-from webhook.kube.client import JSON_PATCH, ApiError, Kube, build_api_client
+from webhook.kube.client import JSON_PATCH, ApiError, Conflict, Kube, NotFound, build_api_client
 
 Obj = dict[str, Any]
 
@@ -327,9 +327,9 @@ class Cluster:
 
     def ensure_service_account(self, namespace: str, account: str) -> Path:
         """Create ``namespace`` and the ServiceAccount if missing; its kubeconfig."""
-        with contextlib.suppress(ApiError):
+        with contextlib.suppress(Conflict):  # AlreadyExists
             self.admin.request("POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
-        with contextlib.suppress(ApiError):
+        with contextlib.suppress(Conflict):
             self.admin.request(
                 "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", body={"metadata": {"name": account}}
             )
@@ -436,7 +436,7 @@ class Cluster:
         )
 
     def remove_endpoint(self, name: str) -> None:
-        with contextlib.suppress(ApiError):
+        with contextlib.suppress(NotFound):
             self.admin.request("DELETE", f"{SLICES}/{SERVICE}-{name}")
 
     # ---- our processes -----------------------------------------------------------------------

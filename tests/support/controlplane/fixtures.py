@@ -31,7 +31,7 @@ from tests.support.controlplane.cluster import (
     installed,
     missing_prerequisite,
 )
-from webhook.kube.client import ApiError, Kube
+from webhook.kube.client import Kube, NotFound
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -171,5 +171,5 @@ def ns(cluster: Cluster, name: str) -> Iterator[str]:
     """A fresh namespace for this test, deleted afterwards (the namespace controller empties it)."""
     cluster.namespace(name)
     yield name
-    with contextlib.suppress(ApiError):
+    with contextlib.suppress(NotFound):
         cluster.admin.request("DELETE", f"/api/v1/namespaces/{name}")
