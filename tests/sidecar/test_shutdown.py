@@ -262,7 +262,8 @@ async def test_a_sidecar_that_cannot_campaign_is_not_ready_and_warns_once(
     caplog.set_level(logging.INFO, logger="catalog_warden.leader")
     task = asyncio.create_task(sidecar.run())
     try:
-        await until(lambda: leases.attempts >= 5, "five failed attempts")
+        # readiness names the cache first while it syncs: wait for both, so only the Lease is left to say
+        await until(lambda: leases.attempts >= 5 and sidecar.cache.synced, "five failed attempts, cache synced")
         assert await readyz(port) == (503, reason)
         warnings = [r for r in caplog.records if r.getMessage() == "cannot take or renew the lease"]
         assert len(warnings) == 1, [r.__dict__.get("fields") for r in warnings]
