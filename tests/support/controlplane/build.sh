@@ -25,6 +25,11 @@ DIR="$CACHE_ROOT/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION"
 BIN="$DIR/bin"
 LOGS="$DIR/logs"
 BINARIES=(etcd kube-apiserver kube-controller-manager)
+# kubectl too where the machine has none (Debian packages no current one): same release, same module.
+if [[ -n "${CATALOG_WARDEN_BUILD_KUBECTL:-}" ]] || ! command -v kubectl >/dev/null 2>&1 ||
+	[[ "$(readlink -f "$(command -v kubectl)")" == "$BIN/kubectl" ]]; then
+	BINARIES+=(kubectl)
+fi
 ME="controlplane build"
 
 if [[ "${1:-}" == "--print-bin-dir" ]]; then
@@ -152,7 +157,7 @@ if [[ " ${missing[*]} " == *" etcd "* ]]; then
 fi
 
 kube_missing=()
-for b in kube-apiserver kube-controller-manager; do
+for b in kube-apiserver kube-controller-manager kubectl; do
 	[[ " ${missing[*]} " == *" $b "* ]] && kube_missing+=("$b")
 done
 if [[ ${#kube_missing[@]} -gt 0 ]]; then
