@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 
 from webhook.admission import Admission, WireError, decode_json, review
-from webhook.metrics import Metrics
+from webhook.metrics import UNKNOWN, Metrics
 
 MAX_BODY = 7 * 1024 * 1024
 """controller-runtime's cap: two 3 MB objects plus 1 MB of envelope."""
@@ -66,6 +66,8 @@ async def read_body(scope: Scope, receive: Receive) -> bytes:
     size = 0
     while True:
         message = await receive()
+        if message["type"] == "http.disconnect":  # the client left, or webhook/bounds.py cut a slow body
+            raise WireError(408, "the connection closed before the request body was complete")
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY:
@@ -91,6 +93,7 @@ class WebhookApp:
         if kind not in ("validate", "mutate", "convert") or (kind == "convert") == bool(family) or "/" in family:
             await _send(send, 404, status_body(404, f"no such path {path}: expected /validate/{{family}}, "
                                                      "/mutate/{family} or /convert"))  # fmt: skip
+            self.metrics.observe(UNKNOWN, UNKNOWN, "", "false", "404", seconds=0.0)
             return
         if scope["method"] != "POST":
             await _send(send, 405, status_body(405, f"method {scope['method']} not allowed on {path}: use POST"))

@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         "--drain-seconds", type=int, default=10, help="on SIGTERM, how long in-flight requests may take to finish"
     )
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _add_bounds(s)
 
     sc = sub.add_parser("sidecar", help="run the availability, referenced-set and reclamation loops")
     sc.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: the in-cluster service account)")
@@ -76,6 +77,40 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            what = "a positive whole number" if kind is int else "a positive number of seconds"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _add_bounds(s: argparse.ArgumentParser) -> None:
+    """The connection bounds of ``serve`` (webhook/bounds.py; defaults are :class:`Bounds`'s)."""
+    from webhook.bounds import Bounds
+
+    d = Bounds()
+    g = s.add_argument_group("connection bounds (both listeners; docs/configuration.md)")
+    for flag, default, kind, what in (
+        ("--limit-concurrency", d.limit_concurrency, int, "open connections plus running requests before a 503"),
+        ("--backlog", d.backlog, int, "connections the kernel queues before accept"),
+        ("--tls-handshake-timeout", d.tls_handshake_timeout, float, "seconds to finish the TLS handshake"),
+        ("--idle-timeout", d.idle_timeout, float, "seconds a connection may wait for its next request"),
+        ("--header-timeout", d.header_timeout, float, "seconds from a request's first byte to its last header"),
+        ("--body-timeout", d.body_timeout, float, "seconds from the headers to the last body byte"),
+        ("--max-header-bytes", d.max_header_bytes, int, "size limit of the request line plus headers"),
+    ):
+        g.add_argument(flag, type=_positive(kind), default=default, help=f"{what} (default {default})")
+    s.add_argument("--stall-timeout", type=_positive(float), default=10.0,
+                   help="readiness fails when the admission loop has not run for this many seconds")  # fmt: skip
+
+
 def _fail(message: str) -> NoReturn:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     raise SystemExit(1)
@@ -83,6 +118,7 @@ def _fail(message: str) -> NoReturn:
 
 def _cmd_serve(args: argparse.Namespace) -> None:
     from webhook import logs
+    from webhook.bounds import Bounds
     from webhook.server import ServeSettings, Warden
 
     logs.setup(args.log_level)
@@ -115,6 +151,16 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         client_ca=args.client_ca,
         cert_poll_seconds=args.cert_poll_seconds,
         drain_seconds=args.drain_seconds,
+        bounds=Bounds(
+            limit_concurrency=args.limit_concurrency,
+            backlog=args.backlog,
+            tls_handshake_timeout=args.tls_handshake_timeout,
+            idle_timeout=args.idle_timeout,
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            max_header_bytes=args.max_header_bytes,
+        ),
+        stall_timeout=args.stall_timeout,
     )
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:

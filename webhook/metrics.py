@@ -2,21 +2,42 @@
 
 The latency histogram uses the kube-apiserver's admission bucket edges, so our figures line up
 with ``apiserver_admission_webhook_admission_duration_seconds`` on the same dashboard.
+
+Every label value comes from a closed set fixed when the process starts: a request's path and
+family are looked up in :data:`PATHS` and the served families, and anything else is counted
+under :data:`UNKNOWN`. A label is never copied from the URL, so no client can grow the series
+(and the memory, and the size of ``/metrics``) by sending distinct paths.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from policies.families import FAMILIES
+
 APISERVER_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0)
+
+UNKNOWN = "unknown"
+"""The one label value for every path or family outside the closed set."""
+
+PATHS = frozenset({"validate", "mutate", "convert"})
+"""The ``path`` label values besides :data:`UNKNOWN`."""
+
+CONNECTION_CLOSE_REASONS = ("idle_timeout", "header_timeout", "body_timeout", "header_too_large", "over_concurrency")
+"""Why the server closed a connection itself (``webhook/bounds.py``): the ``reason`` label values."""
+
+LISTENERS = ("webhook", "probes")
+"""The ``listener`` label values: the TLS port and the probe port."""
 
 
 class Metrics:
     """All metrics of one process. Create one per server (tests create several in one process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, families: Iterable[str] = FAMILIES) -> None:
+        self._families = frozenset(families) | {""}  # "": conversion, which has no family
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
@@ -44,11 +65,28 @@ class Metrics:
             "Changed certificate pairs that could not be loaded (the last good pair stays).",
             registry=r,
         )
+        self.connections_closed = Counter(
+            "catalog_warden_connections_closed",
+            "Connections the server closed because a client passed a bound (webhook/bounds.py).",
+            ["listener", "reason"],
+            registry=r,
+        )
+        for listener in LISTENERS:
+            for reason in CONNECTION_CLOSE_REASONS:
+                self.connections_closed.labels(listener, reason)
 
         self._children: dict[tuple[str, ...], tuple[Any, Any]] = {}
 
     def observe(self, path: str, family: str, operation: str, allowed: str, code: str, *, seconds: float) -> None:
-        """Count one answered request and its latency (label children cached: this is the hot path)."""
+        """Count one answered request and its latency (label children cached: this is the hot path).
+
+        ``path`` and ``family`` outside the closed set are counted as :data:`UNKNOWN`; the other
+        labels are an operation enum, a boolean and a status code the server chose.
+        """
+        if path not in PATHS:
+            path = UNKNOWN
+        if family not in self._families:
+            family = UNKNOWN
         key = (path, family, operation, allowed, code)
         children = self._children.get(key)
         if children is None:

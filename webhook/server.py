@@ -1,8 +1,16 @@
 """Running the two listeners: HTTPS admission/conversion (9443) and plain-HTTP probes (8080).
 
-Both run as uvicorn servers in one event loop, one process per container (scale by replicas:
-each worker would otherwise need its own certificate reload). The TLS context is the live
-:class:`~webhook.tls.ReloadingContext`, so rotation needs no restart.
+One process per container (scale by replicas: each worker would otherwise need its own
+certificate reload). The TLS context is the live :class:`~webhook.tls.ReloadingContext`, so
+rotation needs no restart.
+
+The admission listener owns the event loop it is started on; the probe listener runs in a
+thread with a loop of its own, so rendering ``/metrics`` or answering a flood of probe requests
+never delays an admission answer. Readiness is read on the probe thread from values that are
+plain attributes (atomic to read): the TLS listener's ``started``, the view's ``synced``, and a
+heartbeat the admission loop writes, so a stalled admission loop turns the replica unready
+instead of hiding behind a responsive probe thread. Both listeners carry the connection bounds
+of :mod:`webhook.bounds`.
 
 SIGTERM drains: the HTTPS listener stops accepting, requests in flight get their answers for up
 to ``drain_seconds`` (then they are cancelled), the probe listener and the certificate watcher
@@ -14,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
+import time
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import uvicorn
@@ -26,6 +36,7 @@ from policies.rules import RuleTable
 from policies.view import View, not_synced_reason
 from webhook.admission import Admission
 from webhook.app import WebhookApp, create_probe_app
+from webhook.bounds import BoundedServer, Bounds, bounded_protocol
 from webhook.conversion import convert_review
 from webhook.graceful import GracefulServer
 from webhook.metrics import Metrics
@@ -46,9 +57,16 @@ class ServeSettings:
     drain_seconds: int = 10
     """How long SIGTERM waits for in-flight requests: above every webhook's timeoutSeconds (5 s at
     most in manifests/webhooks), below the pod's terminationGracePeriodSeconds (30 s)."""
+    bounds: Bounds = field(default_factory=Bounds)
+    stall_timeout: float = 10.0
+    """Readiness turns false when the admission loop has not run for this long."""
 
 
-class _ProbeServer(uvicorn.Server):
+class _WebhookServer(GracefulServer, BoundedServer):
+    """The TLS listener: a clean exit on SIGTERM (``webhook.graceful``) and a handshake deadline."""
+
+
+class _ProbeServer(BoundedServer):
     """The probe listener leaves signal handling to the main listener, which stops both."""
 
     @contextlib.contextmanager
@@ -72,10 +90,11 @@ class Warden:
     ) -> None:
         self.settings = settings
         self.view = view
-        self.metrics = Metrics()
+        self.metrics = Metrics(families=tables)
         self.tls = ReloadingContext(settings.cert_dir, settings.client_ca, self.metrics)
         admission = Admission(view, config, self.metrics, tables=tables)
-        self.main = GracefulServer(
+        bounds = settings.bounds
+        self.main = _WebhookServer(
             uvicorn.Config(
                 WebhookApp(admission, self.metrics, convert_review),
                 host=settings.host,
@@ -85,7 +104,11 @@ class Warden:
                 access_log=False,
                 lifespan="off",
                 timeout_graceful_shutdown=settings.drain_seconds,
-            )
+                http=bounded_protocol(bounds, self.metrics, "webhook"),
+                limit_concurrency=bounds.limit_concurrency,
+                backlog=bounds.backlog,
+            ),
+            bounds,
         )
         self.probe = _ProbeServer(
             uvicorn.Config(
@@ -95,12 +118,22 @@ class Warden:
                 log_config=None,
                 access_log=False,
                 lifespan="off",
-            )
+                http=bounded_protocol(bounds, self.metrics, "probes"),
+                limit_concurrency=bounds.limit_concurrency,
+                backlog=bounds.backlog,
+            ),
+            bounds,
         )
+        self._heartbeat = time.monotonic()
+        self._probe_error: BaseException | None = None
 
     def ready(self) -> tuple[bool, str]:
+        """Called on the probe thread: reads only attributes the other threads assign whole."""
         if not self.main.started:
             return False, "TLS listener not started"
+        stalled = time.monotonic() - self._heartbeat
+        if stalled > self.settings.stall_timeout:
+            return False, f"admission event loop stalled for {stalled:.1f}s"
         why = not_synced_reason(self.view())
         if why:
             return False, why
@@ -109,15 +142,36 @@ class Warden:
     def stop(self) -> None:
         self.main.should_exit = True
 
+    async def _beat(self) -> None:
+        interval = min(1.0, self.settings.stall_timeout / 4)
+        while True:
+            self._heartbeat = time.monotonic()
+            await asyncio.sleep(interval)
+
+    def _serve_probes(self) -> None:
+        """The probe thread: its own loop; if it ends on its own (a port in use), the server stops."""
+        try:
+            asyncio.run(self.probe.serve())
+        except BaseException as exc:  # uvicorn exits with SystemExit when it cannot bind
+            self._probe_error = exc
+        finally:
+            self.main.should_exit = True
+
     async def run(self) -> None:
         stop = asyncio.Event()
         watcher = asyncio.create_task(self.tls.watch(self.settings.cert_poll_seconds, stop))
-        probe_task = asyncio.create_task(self.probe.serve())
+        heartbeat = asyncio.create_task(self._beat())
+        probes = threading.Thread(target=self._serve_probes, name="catalog-warden-probes", daemon=True)
+        probes.start()
         s = self.settings
         log.info("serving", extra={"fields": {"port": s.port, "probe_port": s.probe_port, "cert_dir": str(s.cert_dir)}})
         try:
             await self.main.serve()
         finally:
             stop.set()
+            heartbeat.cancel()
             self.probe.should_exit = True
-            await asyncio.gather(watcher, probe_task, return_exceptions=True)
+            await asyncio.to_thread(probes.join, 15)
+            await asyncio.gather(watcher, heartbeat, return_exceptions=True)
+        if self._probe_error is not None:
+            raise self._probe_error
