@@ -142,11 +142,12 @@ class ServerThread:
         config: PolicyConfig | None = None,
         tables: Mapping[str, RuleTable] | None = None,
         cert_poll_seconds: float = 5.0,
+        stall_timeout: float = 10.0,
     ) -> None:
         self.endpoint = Endpoint(free_port(), free_port(), cert_dir / "ca.crt", cert_dir)
         settings = ServeSettings(
             cert_dir=cert_dir, host="127.0.0.1", port=self.endpoint.port, probe_host="127.0.0.1",
-            probe_port=self.endpoint.probe_port, cert_poll_seconds=cert_poll_seconds,
+            probe_port=self.endpoint.probe_port, cert_poll_seconds=cert_poll_seconds, stall_timeout=stall_timeout,
         )  # fmt: skip
         the_view = view if view is not None else MemoryView()
         kw = {"tables": tables} if tables is not None else {}
