@@ -281,7 +281,7 @@ def attack_half_open(server: Server, args: argparse.Namespace, tmp: Path) -> Non
             s.close()
         rss, _ = server.memory()
         print(f"  wave {wave}: all closed by the server in {time.perf_counter() - started:.1f} s "
-              f"({left} left open), RSS {rss:.0f} MiB (peak {peak:.0f})")  # fmt: skip
+              f"({left} left open), RSS {rss:.0f} MiB (high-water mark so far {peak:.0f})")  # fmt: skip
 
 
 ATTACKS: dict[str, Callable[[Server, argparse.Namespace, Path], None]] = {
