@@ -13,7 +13,10 @@ PLACEHOLDER = "192.0.2.0/24"
 EXPECTED_PEERS = {
     9443: [{"ipBlock": {"cidr": PLACEHOLDER}}],
     8080: [{"namespaceSelector": {"matchLabels": {"catalog-warden.io/monitoring": "true"}}}],
-    8081: [{"namespaceSelector": {"matchLabels": {"catalog-warden.io/registry": "true"}}}],
+    8081: [
+        {"namespaceSelector": {"matchLabels": {"catalog-warden.io/registry": "true"}}},
+        {"namespaceSelector": {"matchLabels": {"catalog-warden.io/monitoring": "true"}}},
+    ],
 }
 
 
