@@ -18,8 +18,10 @@ body                   ``body_timeout`` from the end of the headers to the last 
 =====================  ==========================================================================
 
 The header and body deadlines are totals, not inactivity timers, so dripping bytes does not
-extend them. A request arriving while ``limit_concurrency`` connections or requests are open is
-answered 503 by uvicorn and its connection closed. A cut request is answered with a Kubernetes
+extend them. A new connection that finds ``limit_concurrency`` connections open first closes the
+ones that have waited longest with no request in the app (``evicted``); a request arriving while
+that many connections or requests are still open is answered 503 by uvicorn and its connection
+closed. A cut request is answered with a Kubernetes
 ``Status`` (408, 431) when no answer has started yet, then the connection is closed; every cut is
 counted in ``catalog_warden_connections_closed_total{listener,reason}``.
 
@@ -71,6 +73,8 @@ class BoundedProtocol(HttpToolsProtocol):
     """
 
     bounds: ClassVar[Bounds]
+    waiting: ClassVar[dict[BoundedProtocol, None]]
+    """This listener's connections with no request in the app (idle, or reading a head), oldest first."""
     closes: ClassVar[Mapping[str, Counter]]
     """``catalog_warden_connections_closed_total`` by reason."""
 
@@ -85,10 +89,13 @@ class BoundedProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._make_room()
+        self.waiting[self] = None
         # uvicorn arms its keep-alive timer only after a response; arm it before the first request too.
         self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.waiting.pop(self, None)
         self._disarm()
         self._unset_keepalive_if_required()  # uvicorn leaves it armed when the connection broke
         super().connection_lost(exc)
@@ -116,6 +123,7 @@ class BoundedProtocol(HttpToolsProtocol):
             self._arm(self.bounds.header_timeout, "header_timeout", 408, "request line and headers not received within")
 
     def on_headers_complete(self) -> None:
+        self.waiting.pop(self, None)
         self._reading_head = False
         self._head_bytes = 0
         self._disarm()
@@ -128,6 +136,28 @@ class BoundedProtocol(HttpToolsProtocol):
         self._reading_head = True
         self._disarm()
         super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # may start a pipelined request
+        if self.cycle.response_complete and not self.transport.is_closing():
+            self.waiting[self] = None  # to the end: the most recently busy connection
+
+    def _make_room(self) -> None:
+        """Close the connections waiting longest for a request until the limit leaves room again.
+
+        uvicorn counts open connections against ``limit_concurrency``, idle ones included, so
+        a client holding that many idle connections would turn every request into a 503. A
+        connection with no request in the app is the cheapest to give up (as nginx reuses idle
+        keep-alive connections when it runs out): only requests in progress hold the limit.
+        """
+        limit = self.limit_concurrency
+        while limit is not None and len(self.connections) >= limit and self.waiting:
+            oldest = next(iter(self.waiting))
+            del self.waiting[oldest]
+            self.connections.discard(oldest)  # now: its connection_lost comes on a later loop turn
+            oldest.closes["evicted"].inc()
+            oldest._disarm()
+            oldest.transport.close()
 
     # -- cutting ----------------------------------------------------------------------------
 
@@ -166,7 +196,7 @@ def bounded_protocol(bounds: Bounds, metrics: Metrics, listener: str) -> type[Bo
     """A :class:`BoundedProtocol` class for one listener (uvicorn's ``Config(http=...)``)."""
     counter = metrics.connections_closed
     closes = {reason: counter.labels(listener, reason) for reason in CONNECTION_CLOSE_REASONS}
-    return type("BoundedProtocol", (BoundedProtocol,), {"bounds": bounds, "closes": closes})
+    return type("BoundedProtocol", (BoundedProtocol,), {"bounds": bounds, "closes": closes, "waiting": {}})
 
 
 class BoundedServer(uvicorn.Server):

@@ -26,7 +26,9 @@ UNKNOWN = "unknown"
 PATHS = frozenset({"validate", "mutate", "convert"})
 """The ``path`` label values besides :data:`UNKNOWN`."""
 
-CONNECTION_CLOSE_REASONS = ("idle_timeout", "header_timeout", "body_timeout", "header_too_large", "over_concurrency")
+CONNECTION_CLOSE_REASONS = (
+    "idle_timeout", "header_timeout", "body_timeout", "header_too_large", "over_concurrency", "evicted",
+)  # fmt: skip
 """Why the server closed a connection itself (``webhook/bounds.py``): the ``reason`` label values."""
 
 LISTENERS = ("webhook", "probes")

@@ -79,6 +79,21 @@ def drip(sock: ssl.SSLSocket, payload: bytes) -> bytes:
     raise AssertionError(f"the server read all {len(payload)} dripped bytes without cutting the connection")
 
 
+def read_response(sock: ssl.SSLSocket) -> bytes:
+    """One whole response (head and Content-Length body) from a kept-alive connection."""
+    sock.settimeout(DEADLINE)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
 def status_of(answer: bytes) -> tuple[int, dict]:
     head, _, body = answer.partition(b"\r\n\r\n")
     return int(head.split(b" ", 2)[1]), json.loads(body)
@@ -147,7 +162,9 @@ def test_requests_within_the_bounds_are_answered_on_a_kept_alive_connection(boun
 
 @pytest.fixture(scope="module")
 def limited(certs: Path) -> Iterator[Endpoint]:
-    with ServerProcess(certs, ["--state", str(REPO / "examples" / "state"), "--limit-concurrency", "3"]) as endpoint:
+    with ServerProcess(
+        certs, ["--state", str(REPO / "examples" / "state"), "--limit-concurrency", "3", "--idle-timeout", "60"]
+    ) as endpoint:
         yield endpoint
 
 
@@ -181,3 +198,18 @@ def test_over_the_concurrency_limit_the_server_answers_503_instead_of_queueing(l
     finally:
         for sock in held:
             sock.close()
+
+
+def test_a_new_connection_at_the_limit_evicts_the_longest_idle_one_and_is_served(limited: Endpoint) -> None:
+    before = limited.metric('catalog_warden_connections_closed_total{listener="webhook",reason="evicted"}')
+    body = json.dumps(review("CREATE", release("ocm-demo-v1.2.0"), uid="after-eviction")).encode()
+    with tls(limited) as oldest, tls(limited) as newer:
+        newer.sendall(HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)  # busy once, then idle again
+        assert read_response(newer).startswith(b"HTTP/1.1 200 OK")
+        with limited.client() as c:  # the third connection reaches the limit of 3
+            r = c.post("/validate/catalog", json=review("CREATE", release("ocm-demo-v1.2.0"), uid="third"))
+        assert r.json()["response"] == {"uid": "third", "allowed": True}
+        assert read_to_close(oldest) == b""  # the one idle the longest was closed to make room
+        newer.sendall(HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert read_response(newer).startswith(b"HTTP/1.1 200 OK")  # the more recently busy one was kept
+    assert limited.metric('catalog_warden_connections_closed_total{listener="webhook",reason="evicted"}') == before + 1
