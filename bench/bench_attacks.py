@@ -259,7 +259,8 @@ def attack_idle(server: Server, args: argparse.Namespace, tmp: Path) -> None:
     if closed_after:
         print(f"  seconds from handshake to EOF: min {min(closed_after):.2f}, median {q[49]:.2f}, "
               f"p99 {q[98]:.2f}, max {max(closed_after):.2f}")  # fmt: skip
-    print(f"  RSS {rss0:.0f} MiB, {peak:.0f} MiB with all open (peak), {rss1:.0f} MiB after; limit {LIMIT_MIB} MiB")
+    print(f"  RSS {rss0:.0f} MiB, {peak:.0f} MiB once all were opened (peak), {rss1:.0f} MiB after; "
+          f"limit {LIMIT_MIB} MiB")  # fmt: skip
     print(f"  {watch.summary()}")
 
 
