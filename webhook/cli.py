@@ -118,11 +118,10 @@ def _fail(message: str) -> NoReturn:
 
 def _cmd_serve(args: argparse.Namespace) -> None:
     from webhook import logs
-    from webhook.bounds import Bounds, pin_malloc_threshold
+    from webhook.bounds import Bounds
     from webhook.server import ServeSettings, Warden
 
     logs.setup(args.log_level)
-    pin_malloc_threshold()
     for flag, path in (("--cert-dir", args.cert_dir),):
         if not path.is_dir():
             _fail(f"{flag} {path}: no such directory (create one with `{PROG} certs --out {path}`)")

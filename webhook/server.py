@@ -36,13 +36,16 @@ from policies.rules import RuleTable
 from policies.view import View, not_synced_reason
 from webhook.admission import Admission
 from webhook.app import WebhookApp, create_probe_app
-from webhook.bounds import BoundedServer, Bounds, bounded_protocol
+from webhook.bounds import BoundedServer, Bounds, bounded_protocol, trim_free_memory
 from webhook.conversion import convert_review
 from webhook.graceful import GracefulServer
 from webhook.metrics import Metrics
 from webhook.tls import ReloadingContext
 
 log = logging.getLogger("catalog_warden.server")
+
+TRIM_SECONDS = 10.0
+"""How often the probe thread gives freed heap pages back (``webhook.bounds.trim_free_memory``)."""
 
 
 @dataclass(frozen=True)
@@ -148,10 +151,24 @@ class Warden:
             self._heartbeat = time.monotonic()
             await asyncio.sleep(interval)
 
+    async def _probes(self) -> None:
+        """The probe listener, and every ``TRIM_SECONDS`` the heap's free pages given back."""
+
+        async def trim() -> None:
+            while True:
+                await asyncio.sleep(TRIM_SECONDS)
+                trim_free_memory()  # the GIL is released for the call: admission keeps running
+
+        trimmer = asyncio.create_task(trim())
+        try:
+            await self.probe.serve()
+        finally:
+            trimmer.cancel()
+
     def _serve_probes(self) -> None:
         """The probe thread: its own loop; if it ends on its own (a port in use), the server stops."""
         try:
-            asyncio.run(self.probe.serve())
+            asyncio.run(self._probes())
         except BaseException as exc:  # uvicorn exits with SystemExit when it cannot bind
             self._probe_error = exc
         finally:
