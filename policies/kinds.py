@@ -17,6 +17,10 @@ REGISTRY = GroupKind(SOLAR, "Registry")
 REGISTRY_BINDING = GroupKind(SOLAR, "RegistryBinding")
 RELEASE_BINDING = GroupKind(SOLAR, "ReleaseBinding")
 REFERENCE_GRANT = GroupKind(SOLAR, "ReferenceGrant")
+PROFILE = GroupKind(SOLAR, "Profile")
+RENDER_TASK = GroupKind(SOLAR, "RenderTask")
+RENDER_ARTIFACT = GroupKind(SOLAR, "RenderArtifact")
+RENDER_BINDING = GroupKind(SOLAR, "RenderBinding")
 
 PACKAGE_REVISION = GroupKind(PORCH, "PackageRevision")
 REPOSITORY = GroupKind(PORCH_CONFIG, "Repository")
@@ -25,8 +29,24 @@ HELM_CLUSTER_ADDON = GroupKind(DECKHOUSE_HELM, "HelmClusterAddon")
 HELM_CLUSTER_ADDON_CHART = GroupKind(DECKHOUSE_HELM, "HelmClusterAddonChart")
 HELM_CLUSTER_ADDON_REPOSITORY = GroupKind(DECKHOUSE_HELM, "HelmClusterAddonRepository")
 
-CATALOG_KINDS = frozenset(
-    {COMPONENT, COMPONENT_VERSION, RELEASE, TARGET, REGISTRY, REGISTRY_BINDING, RELEASE_BINDING, REFERENCE_GRANT}
+CATALOG_RENDER_KINDS = frozenset({RENDER_TASK, RENDER_ARTIFACT, RENDER_BINDING})
+"""SolAr's rendering bookkeeping, served in standalone mode so its controllers work against our CRDs.
+No rule reads them, so the informer cache does not hold them (webhook/kube/cache.py)."""
+CATALOG_KINDS = (
+    frozenset(
+        {
+            COMPONENT,
+            COMPONENT_VERSION,
+            RELEASE,
+            TARGET,
+            REGISTRY,
+            REGISTRY_BINDING,
+            RELEASE_BINDING,
+            REFERENCE_GRANT,
+            PROFILE,
+        }
+    )
+    | CATALOG_RENDER_KINDS
 )
 PACKAGES_KINDS = frozenset({PACKAGE_REVISION, REPOSITORY})
 CHARTS_KINDS = frozenset({HELM_CLUSTER_ADDON, HELM_CLUSTER_ADDON_CHART, HELM_CLUSTER_ADDON_REPOSITORY})

@@ -14,6 +14,7 @@ from policies.kinds import CATALOG_KINDS, SOLAR
 from tests.policies.test_catalog_support import (
     component,
     component_version,
+    profile,
     reference_grant,
     registry,
     registry_binding,
@@ -34,6 +35,10 @@ REFERENCE = {
     "RegistryBinding": ("registrybindings", "rb", False),
     "Target": ("targets", "tgt", True),
     "ReferenceGrant": ("referencegrants", "rg", False),
+    "Profile": ("profiles", "prf", True),
+    "RenderTask": ("rendertasks", "rt", True),
+    "RenderArtifact": ("renderartifacts", "ra", True),
+    "RenderBinding": ("renderbindings", "rbin", False),
 }
 
 
@@ -168,6 +173,7 @@ def violations(value: Any, node: dict[str, Any], path: str) -> list[str]:
         registry_binding("edge-zot", target_ns="team-b"),
         release_binding("edge-web"),
         reference_grant("team-b", "Release", "team-a", "ComponentVersion"),
+        profile(),
     ],
     ids=lambda o: o["kind"],
 )
@@ -182,3 +188,146 @@ def test_schema_check_catches_a_misspelt_field():
         ".spec.componentVersionRef.name: required",
         ".spec.componentVersionRef.nmae: unknown field",
     ]
+
+
+# --- the kinds SolAr's controllers write, in the shape its Go types serialize ----------------------
+# (api/solar/v1alpha1/{profile,rendertask,renderer,renderartifact,renderbinding}_types.go at 875449e6):
+# fields without omitempty are always sent, empty strings and JSON null included.
+
+CONDITION = {
+    "type": "JobSucceeded",
+    "status": "True",
+    "reason": "JobSucceeded",
+    "message": "render job completed",
+    "lastTransitionTime": "2026-11-29T12:00:00Z",
+    "observedGeneration": 1,
+}
+CHART = {"name": "release-web", "description": "", "version": "v0.0.1-1a2b3c4d", "appVersion": ""}
+ACCESS = {
+    "repository": "zot.example.com:5000/charts/demo",
+    "insecure": False,
+    "tag": "1.0.0",
+    "helm": {"name": "demo", "version": "1.0.0", "valuesTemplate": "replicas: 1"},
+    "pullSecretName": "pull",
+}
+OWNER = {"ownerName": "edge-1", "ownerNamespace": "team-a", "ownerKind": "Target"}
+CORE_REF = {"apiVersion": "batch/v1", "kind": "Job", "name": "render-x", "namespace": "team-a", "uid": "u1"}
+
+
+def upstream(kind: str, spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj = {"apiVersion": f"{SOLAR}/v1alpha1", "kind": kind, "metadata": {"name": "x", "namespace": "team-a"}}
+    obj["spec"] = spec
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+UPSTREAM_SHAPES = [
+    upstream(
+        "Profile",
+        {
+            "releaseRef": {"name": "web"},
+            "targetSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["edge"]}]},
+            "userdata": {"site": "north"},
+        },
+        {"matchedTargets": 2, "conditions": [CONDITION]},
+    ),
+    upstream(
+        "RenderTask",
+        {
+            "type": "release",
+            "release": {
+                "chart": CHART,
+                "input": {
+                    "component": {"name": "demo"},
+                    "resources": {"chart": ACCESS},
+                    "entrypoint": {"resourceName": "chart", "type": "helm"},
+                },
+                "targetNamespace": "web",
+                "values": {"replicas": 2},
+            },
+            "bootstrap": {"chart": {**CHART, "name": ""}, "input": {"releases": None, "userdata": None}},
+            "repository": "team-a/team-a/release-web",
+            "tag": "v0.0.1-1a2b3c4d",
+            "baseURL": "zot-deploy.example.com:5000",
+            "pushSecretRef": {"name": "push-creds"},
+            "plainHTTP": True,
+            "failedJobTTL": 3600,
+            **OWNER,
+        },
+        {
+            "conditions": [CONDITION],
+            "jobRef": CORE_REF,
+            "configSecretRef": {**CORE_REF, "kind": "Secret"},
+            "chartURL": "",
+        },
+    ),
+    upstream(
+        "RenderTask",  # a bootstrap task: the release config is sent empty, its values as null
+        {
+            "type": "bootstrap",
+            "release": {
+                "chart": {"name": "", "description": "", "version": "", "appVersion": ""},
+                "input": {"component": {"name": ""}, "resources": None, "entrypoint": {"resourceName": "", "type": ""}},
+                "targetNamespace": "",
+                "values": None,
+            },
+            "bootstrap": {"chart": CHART, "input": {"releases": {"web": ACCESS}, "userdata": {"site": "north"}}},
+            "repository": "team-a/bootstrap-edge-1",
+            "tag": "v0.0.3",
+            "baseURL": "zot-deploy.example.com:5000",
+            **OWNER,
+        },
+    ),
+    upstream(
+        "RenderArtifact",
+        {
+            "baseURL": "zot-deploy.example.com:5000",
+            "repository": "team-a/team-a/release-web",
+            "tag": "v0.0.1-1a2b3c4d",
+            "renderTaskRef": "render-rel-web-1a2b3c4d",
+            "registryRef": {"name": "zot-deploy", "namespace": "platform"},
+        },
+        {
+            "chartURL": "oci://zot-deploy.example.com:5000/team-a/team-a/release-web:v0.0.1-1a2b3c4d",
+            "conditions": [{**CONDITION, "type": "OCICleanup", "status": "False", "reason": "AuthFailed"}],
+        },
+    ),
+    upstream(
+        "RenderBinding",
+        {"renderArtifactRef": {"name": "render-art-1a2b3c4d"}, "registryRef": {"name": "zot-deploy"}, **OWNER},
+    ),
+]
+
+
+def without_nulls(value: Any) -> Any:
+    """What the apiserver stores: a JSON null where the schema does not say nullable is dropped."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("obj", UPSTREAM_SHAPES, ids=lambda o: f"{o['kind']}-{o['spec'].get('type', '')}")
+def test_what_solar_controllers_write_fits_and_nothing_is_pruned(obj):
+    from tests.e2e_conversion.schemas import pruned_paths
+
+    schema = schema_of(obj["kind"])
+    assert violations(without_nulls(obj), schema, "") == []
+    assert pruned_paths(obj, schema) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "missing"),
+    [
+        ("RenderArtifact", {"baseURL": "h", "repository": "r", "tag": "t"}, ".spec.renderTaskRef: required"),
+        (
+            "RenderBinding",
+            {"renderArtifactRef": {"name": "a"}, "ownerKind": "Target", "ownerName": "e"},
+            ".spec.ownerNamespace: required",
+        ),
+    ],
+)
+def test_fields_solar_validates_as_required_are_required(kind, spec, missing):
+    assert violations(upstream(kind, spec), schema_of(kind), "") == [missing]

@@ -116,12 +116,17 @@ def registry(name: str = "zot", ns: str = NS, *, hostname: str | None = "zot.exa
 
 
 def target(
-    name: str = "edge-1", ns: str = NS, *, registry_name: str | None = "zot", registry_ns: str | None = None
+    name: str = "edge-1",
+    ns: str = NS,
+    *,
+    registry_name: str | None = "zot",
+    registry_ns: str | None = None,
+    **meta: Any,
 ) -> Obj:
     spec: Obj = {}
     if registry_name is not None:
         spec["renderRegistryRef"] = {"name": registry_name, **({"namespace": registry_ns} if registry_ns else {})}
-    return _obj("Target", name, ns, spec)
+    return _obj("Target", name, ns, spec, **meta)
 
 
 def registry_binding(
@@ -140,6 +145,12 @@ def registry_binding(
 def release_binding(name: str, ns: str = NS, *, target_name: str = "edge-1", target_ns: str | None = None) -> Obj:
     ref: Obj = {"name": target_name, **({"namespace": target_ns} if target_ns else {})}
     return _obj("ReleaseBinding", name, ns, {"targetRef": ref, "releaseRef": {"name": "web"}})
+
+
+def profile(name: str = "fleet", ns: str = NS, *, release_name: str = "web", **meta: Any) -> Obj:
+    """A Profile deploying ``release_name`` to the Targets labelled ``tier: edge``."""
+    spec: Obj = {"releaseRef": {"name": release_name}, "targetSelector": {"matchLabels": {"tier": "edge"}}}
+    return _obj("Profile", name, ns, spec, **meta)
 
 
 def reference_grant(ns: str, from_kind: str, from_ns: str, to_kind: str, name: str = "grant") -> Obj:

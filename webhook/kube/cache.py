@@ -34,15 +34,15 @@ from typing import Any
 
 from policies.config import InformerConfig
 from policies.families import INDEXES
-from policies.kinds import CATALOG_KINDS, CHARTS_KINDS, PACKAGES_KINDS
+from policies.kinds import CATALOG_KINDS, CATALOG_RENDER_KINDS, CHARTS_KINDS, PACKAGES_KINDS
 from policies.model import GroupKind, Obj
 from policies.view import Indexes, MemoryView
 from webhook.kube.client import ApiError, Gone, Kube, Resource, WatchStream, error_from_status
 
 log = logging.getLogger("catalog_warden.cache")
 
-DEFAULT_KINDS: frozenset[GroupKind] = CATALOG_KINDS | PACKAGES_KINDS | CHARTS_KINDS
-"""Every kind a rule may read: all three families' kinds."""
+DEFAULT_KINDS: frozenset[GroupKind] = (CATALOG_KINDS - CATALOG_RENDER_KINDS) | PACKAGES_KINDS | CHARTS_KINDS
+"""Every kind a rule may read: the three families' kinds, less SolAr's render bookkeeping (no rule reads it)."""
 
 DEFAULTS = InformerConfig()
 
