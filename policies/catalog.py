@@ -2,7 +2,9 @@
 
 Every rule about Component, ComponentVersion, Release, Target, Registry, RegistryBinding,
 ReleaseBinding and ReferenceGrant is registered in ``RULES`` here (DESIGN.md section 5,
-"Catalog"). The Release rules live in this module; the others by theme beside it:
+"Catalog"). Profile, RenderTask, RenderArtifact and RenderBinding belong to the family (served in
+standalone mode, so SolAr's controllers work against our CRDs) but have no rules yet; Profiles are
+read, as referrers of Releases. The Release rules live in this module; the others by theme beside it:
 ``catalog_deletion`` (deletion follows intent), ``catalog_registry`` (credentials and bindings),
 ``catalog_refs`` (reference keys, indexes, ReferenceGrants) and ``catalog_labels`` (the mutation).
 """
@@ -125,6 +127,8 @@ RULES = (
     ),
     Rule("catalog.componentversion-in-use", COMPONENT_VERSION, DELETE, catalog_deletion.componentversion_in_use),
     Rule("catalog.component-in-use", COMPONENT, DELETE, catalog_deletion.component_in_use),
+    Rule("catalog.release-in-use", RELEASE, DELETE, catalog_deletion.release_in_use),
+    Rule("catalog.registry-in-use", REGISTRY, DELETE, catalog_deletion.registry_in_use),
     Rule("catalog.registry-fields", REGISTRY, WRITES, catalog_registry.registry_fields, needs_view=False),
     Rule("catalog.registry-hostname-ambiguous", REGISTRY, WRITES, catalog_registry.registry_hostname_ambiguous),
     Rule("catalog.target-render-registry", TARGET, WRITES, catalog_registry.target_render_registry),

@@ -20,6 +20,7 @@ from policies import reference_grants, registry_credentials
 from policies.decision import Decision, allow, fit_warning, invalid
 from policies.kinds import (
     COMPONENT_VERSION,
+    PROFILE,
     REGISTRY,
     REGISTRY_BINDING,
     RELEASE,
@@ -133,6 +134,8 @@ RELEASES_BY_COMPONENT_VERSION = "componentVersion"
 REGISTRY_BINDINGS_BY_TARGET = "target"
 REGISTRY_BINDINGS_BY_REGISTRY = "registry"
 COMPONENT_VERSIONS_BY_COMPONENT = "component"
+TARGETS_BY_REGISTRY = "renderRegistry"
+PROFILES_BY_RELEASE = "release"
 
 
 def release_component_version_key(release: Obj) -> str:
@@ -154,6 +157,20 @@ def _bindings_by_target(binding: Obj) -> Iterable[str]:
 
 def _bindings_by_registry(binding: Obj) -> Iterable[str]:
     key = ref_key(binding, "spec", "registryRef", local=True)
+    if key:
+        yield key
+
+
+def _targets_by_registry(target: Obj) -> Iterable[str]:
+    """A Target uses the Registry its charts are pushed to (``spec.renderRegistryRef``, may cross namespaces)."""
+    key = ref_key(target, "spec", "renderRegistryRef")
+    if key:
+        yield key
+
+
+def _profiles_by_release(profile: Obj) -> Iterable[str]:
+    """A Profile deploys the Release of its own namespace named by ``spec.releaseRef``."""
+    key = ref_key(profile, "spec", "releaseRef", local=True)
     if key:
         yield key
 
@@ -180,6 +197,8 @@ INDEXES: Mapping[GroupKind, Mapping[str, IndexFn]] = {
         REGISTRY_BINDINGS_BY_REGISTRY: _bindings_by_registry,
     },
     COMPONENT_VERSION: {COMPONENT_VERSIONS_BY_COMPONENT: _cvs_by_component},
+    TARGET: {TARGETS_BY_REGISTRY: _targets_by_registry},
+    PROFILE: {PROFILES_BY_RELEASE: _profiles_by_release},
     **registry_credentials.INDEXES,
     **reference_grants.INDEXES,
 }

@@ -16,7 +16,8 @@ RED_TOO_RECENT      has been False for less than ``minRedAge`` (from ``lastTrans
 RETAINED            carries the label ``catalog-warden.io/retain: "true"`` (labels that are not
                     a mapping cannot say otherwise, so they retain too)
 EXCLUDED_NAMESPACE  lives in one of ``excludedNamespaces``
-PROTECTED           carries the protection finalizer ``solar.opendefense.cloud/componentversion-ref``
+PROTECTED           carries a SolAr protection finalizer (``solar.opendefense.cloud/componentversion-ref``,
+                    or any other of ``catalog_deletion.PROTECTION_FINALIZERS``: in use)
 REFERENCED          is referenced by a live (non-terminating) Release
 NO_COMPONENT        names no Component, so keep-last cannot be applied to it
 KEEP_LAST           is among the newest ``keepLast`` ComponentVersions of its Component
@@ -49,11 +50,11 @@ from enum import StrEnum
 from typing import Any
 
 from policies.availability import AVAILABLE, go_duration
-from policies.catalog_deletion import CV_PROTECTION_FINALIZER
+from policies.catalog_deletion import PROTECTION_FINALIZERS
 from policies.catalog_refs import COMPONENT_VERSIONS_BY_COMPONENT, RELEASES_BY_COMPONENT_VERSION, component_key
 from policies.kinds import COMPONENT_VERSION, RELEASE
 from policies.model import Obj
-from policies.objects import format_time, parse_time
+from policies.objects import finalizers_of, format_time, parse_time
 from policies.sidecar_config import RetentionConfig
 from policies.view import View
 
@@ -242,7 +243,7 @@ def plan(view: View, now: datetime, config: RetentionConfig) -> RetentionPlan:
         if namespace in excluded:
             kept[key] = KeepReason.EXCLUDED_NAMESPACE
             continue
-        if CV_PROTECTION_FINALIZER in (meta.get("finalizers") or ()):
+        if PROTECTION_FINALIZERS.intersection(finalizers_of(cv)):
             kept[key] = KeepReason.PROTECTED
             continue
         if any(_live_release(r) for r in _releases(view, key)):

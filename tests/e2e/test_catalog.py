@@ -11,12 +11,17 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from policies import kinds
 from policies.catalog import MSG_CV_UNAVAILABLE, WARN_CV_UNCHECKED
 from policies.catalog_deletion import (
     CV_PROTECTION_FINALIZER,
     MSG_CV_IN_USE,
     MSG_CV_PROTECTED,
     MSG_OBSERVER_DELETE,
+    MSG_REGISTRY_IN_USE,
+    MSG_RELEASE_IN_USE,
+    PROTECTIONS,
+    protected_message,
 )
 from policies.catalog_refs import COMPONENT_LABEL
 from tests.e2e.conftest import OBSERVER, USER, USER_GROUPS, Cluster, Refusal, Resource, denied, refused
@@ -233,3 +238,99 @@ def test_dry_run_requests_get_the_same_answers_and_change_nothing(cluster: Clust
     versions.delete("demo-1-0-0", ns, dry_run=True)
     assert_not_terminating(cluster, ns, "demo-1-0-0")
     assert_not_terminating(cluster, ns, "demo-2-0-0")
+
+
+REGISTRY = Resource(SOLAR, "v1alpha1", "registries", "Registry")
+TARGET = Resource(SOLAR, "v1alpha1", "targets", "Target")
+REGISTRY_BINDING = Resource(SOLAR, "v1alpha1", "registrybindings", "RegistryBinding")
+PROFILE = Resource(SOLAR, "v1alpha1", "profiles", "Profile")
+
+
+def cached(cluster: Cluster, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    created = cluster.user(resource).create(obj).object
+    return cluster.stack.wait_caught_up(resource.group_kind, created)
+
+
+def registry_with_users(cluster: Cluster, ns: str) -> None:
+    """A Registry a Target pushes to and a RegistryBinding links, as SolAr's fleet setup has it."""
+    cached(
+        cluster,
+        REGISTRY,
+        REGISTRY.manifest("zot", ns, spec={"hostname": "zot:5000", "solarSecretRef": {"name": "push"}}),
+    )
+    cached(cluster, TARGET, TARGET.manifest("edge-1", ns, spec={"renderRegistryRef": {"name": "zot"}}))
+    binding = {"targetRef": {"name": "edge-1"}, "registryRef": {"name": "zot"}}
+    cached(cluster, REGISTRY_BINDING, REGISTRY_BINDING.manifest("edge-zot", ns, spec=binding))
+
+
+def release_with_profile(cluster: Cluster, ns: str) -> None:
+    discovered_cv(cluster, ns)
+    cached(cluster, RELEASE, release("web", ns, "demo-1-0-0"))
+    spec = {"releaseRef": {"name": "web"}, "targetSelector": {"matchLabels": {"tier": "edge"}}}
+    cached(cluster, PROFILE, PROFILE.manifest("fleet", ns, spec=spec))
+
+
+def test_a_registry_still_used_by_a_target_and_a_binding_is_refused_not_left_terminating(
+    cluster: Cluster, ns: str
+) -> None:
+    registry_with_users(cluster, ns)
+    registries = cluster.user(REGISTRY)
+
+    refusal = refused(lambda: registries.delete("zot", ns))
+
+    message = MSG_REGISTRY_IN_USE.format(
+        referrers=f"Targets (1): {ns}/edge-1; live RegistryBindings (1): {ns}/edge-zot"
+    )
+    assert refusal == Refusal(403, denied(VALIDATE, "Registry", f"{ns}/zot", "catalog.registry-in-use", message))
+    assert "deletionTimestamp" not in registries.get("zot", ns)["metadata"]
+
+    # the way out: once the referrers are gone the Registry goes at once
+    cluster.user(TARGET).delete("edge-1", ns)
+    cluster.user(REGISTRY_BINDING).delete("edge-zot", ns)
+    cluster.stack.wait_uncached(TARGET.group_kind, "edge-1", ns)
+    cluster.stack.wait_uncached(REGISTRY_BINDING.group_kind, "edge-zot", ns)
+    registries.delete("zot", ns)
+    assert not registries.exists("zot", ns)
+
+
+def test_a_release_deployed_by_a_profile_is_refused_and_a_protected_one_too(cluster: Cluster, ns: str) -> None:
+    release_with_profile(cluster, ns)
+    releases = cluster.user(RELEASE)
+
+    refusal = refused(lambda: releases.delete("web", ns))
+
+    message = MSG_RELEASE_IN_USE.format(count=1, profiles=f"{ns}/fleet")
+    assert refusal == Refusal(403, denied(VALIDATE, "Release", f"{ns}/web", "catalog.release-in-use", message))
+    cluster.user(PROFILE).delete("fleet", ns)
+    cluster.stack.wait_uncached(PROFILE.group_kind, "fleet", ns)
+    # SolAr's controllers have not removed release-ref yet: the delete would only hang
+    releases.patch("web", {"metadata": {"finalizers": [PROTECTIONS[kinds.RELEASE].finalizer]}}, ns)
+
+    refusal = refused(lambda: releases.delete("web", ns))
+
+    expected = denied(VALIDATE, "Release", f"{ns}/web", "catalog.release-in-use", protected_message(kinds.RELEASE))
+    assert (refusal.status, refusal.message) == (403, expected)
+    assert "deletionTimestamp" not in releases.get("web", ns)["metadata"]
+
+
+def test_deleting_a_namespace_is_not_blocked_by_registries_and_releases_in_use(cluster: Cluster, ns: str) -> None:
+    registry_with_users(cluster, ns)
+    release_with_profile(cluster, ns)
+    core = cluster.stack.core(USER, USER_GROUPS)
+    assert refused(lambda: cluster.user(REGISTRY).delete("zot", ns)).status == 403
+    assert refused(lambda: cluster.user(RELEASE).delete("web", ns)).status == 403
+
+    core.delete_namespace(ns)
+
+    def namespace_gone() -> bool:
+        try:
+            core.read_namespace(ns)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_until(namespace_gone, timeout=10, what=f"namespace {ns} to be gone")
+    refusals = [e for e in cluster.stack.apiserver.controllers.errors if f"'{ns}'" in e]
+    assert refusals == []
+    for resource, name in ((REGISTRY, "zot"), (TARGET, "edge-1"), (RELEASE, "web"), (PROFILE, "fleet")):
+        assert not cluster.user(resource).exists(name, ns), f"{resource.kind} {ns}/{name} survived"

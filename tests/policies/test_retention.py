@@ -115,6 +115,13 @@ KEPT_ALONE = [
     pytest.param([cv("x", labels={RETAIN_LABEL: "true"})], [], {}, KeepReason.RETAINED, id="retain-label"),
     pytest.param([cv("x")], [], {"excludedNamespaces": (NS,)}, KeepReason.EXCLUDED_NAMESPACE, id="excluded-ns"),
     pytest.param([cv("x", finalizers=[CV_PROTECTION_FINALIZER])], [], {}, KeepReason.PROTECTED, id="finalizer"),
+    pytest.param(
+        [cv("x", finalizers=["solar.opendefense.cloud/component-ref"])],
+        [],
+        {},
+        KeepReason.PROTECTED,
+        id="any-solar-protection-finalizer",
+    ),
     pytest.param([cv("x")], [release("r", "x")], {}, KeepReason.REFERENCED, id="live-release"),
     pytest.param([cv("x")], [release("r", "x", namespace="team-b")], {}, KeepReason.REFERENCED, id="cross-ns-release"),
     pytest.param([cv("x", component="")], [], {}, KeepReason.NO_COMPONENT, id="no-component"),
