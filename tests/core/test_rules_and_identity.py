@@ -36,6 +36,88 @@ def test_identity_patterns(username: str, expected: bool) -> None:
     assert matches(username, Identities().chartModules) is expected
 
 
+SA = "system:serviceaccount:"
+
+
+@pytest.mark.parametrize(
+    ("username", "expected"),
+    [
+        pytest.param(SA + "solar-system:solar-discovery", True, id="chart-default-release"),
+        pytest.param(SA + "solar:solar-discovery", True, id="another-namespace"),
+        pytest.param(SA + "team-a:prod-solar-discovery", True, id="release-prefixed"),
+        pytest.param(SA + "team-a:eu-west-1-solar-discovery", True, id="release-with-dashes"),
+        pytest.param(SA + "team-a:solar-discovery-evil", False, id="suffixed"),
+        pytest.param(SA + "team-a:solar-discoveryx", False, id="longer-name"),
+        pytest.param(SA + "team-a:xsolar-discovery", False, id="no-dash-before"),
+        pytest.param(SA + "team-a:-solar-discovery", False, id="empty-release"),
+        pytest.param(SA + "team-a:default", False, id="unrelated-account"),
+        pytest.param(SA + ":solar-discovery", False, id="empty-namespace"),
+        pytest.param(SA + "a:b:solar-discovery", False, id="wildcard-never-spans-a-colon"),
+        pytest.param(SA + "team-a:x:y-solar-discovery", False, id="release-never-spans-a-colon"),
+        pytest.param("solar-discovery", False, id="bare-user"),
+        pytest.param("system:serviceaccounts:team-a:solar-discovery", False, id="group-like-name"),
+        pytest.param("system:serviceaccount:team-a:solar-discovery ", False, id="trailing-space"),
+    ],
+)
+def test_the_default_observers_match_solar_discovery_in_any_namespace(username: str, expected: bool) -> None:
+    assert Identities().is_observer(UserInfo(username)) is expected
+
+
+@pytest.mark.parametrize(
+    ("entry", "username", "expected"),
+    [
+        pytest.param("system:serviceaccount:*:arc", "system:serviceaccount:x:arc", True, id="namespace-wildcard"),
+        pytest.param("system:serviceaccount:arc-*:conduit", "system:serviceaccount:arc-eu:conduit", True, id="infix"),
+        pytest.param(
+            "system:serviceaccount:arc-*:conduit", "system:serviceaccount:arc-:conduit", False, id="one-or-more"
+        ),
+        pytest.param("user.*", "user.name", True, id="dot-is-literal-and-star-wild"),
+        pytest.param("user.*", "userxname", False, id="dot-is-not-any-character"),
+        pytest.param("a?b[c]", "a?b[c]", True, id="no-other-special-characters"),
+        pytest.param("a?b[c]", "axbc", False, id="question-mark-is-literal"),
+        pytest.param("system:serviceaccount:ns:", "system:serviceaccount:ns:x:y", True, id="prefix-unchanged"),
+        pytest.param("exact", "exact2", False, id="exact-unchanged"),
+    ],
+)
+def test_identity_entry_forms(entry: str, username: str, expected: bool) -> None:
+    assert matches(username, (entry,)) is expected
+
+
+@pytest.mark.parametrize(
+    ("key", "entries", "error"),
+    [
+        pytest.param(
+            "observers",
+            ["system:serviceaccount:*:solar-discovery", ""],
+            "identities.observers.1: Value error, an identity entry must not be empty",
+            id="empty",
+        ),
+        pytest.param(
+            "packageControllers",
+            ["system:serviceaccount:*:"],
+            "identities.packageControllers.0: Value error, 'system:serviceaccount:*:' is both a pattern ('*') and a "
+            "prefix (ends in ':'); write either a whole username with '*' for a namespace or name, or a prefix "
+            "without '*'",
+            id="pattern-and-prefix",
+        ),
+        pytest.param(
+            "chartModules",
+            ["system:serviceaccount:d8-**"],
+            "identities.chartModules.0: Value error, 'system:serviceaccount:d8-**' has '**'; one '*' already "
+            "matches a whole namespace or name",
+            id="double-star",
+        ),
+    ],
+)
+def test_bad_identity_entries_are_refused_at_load_naming_the_key(key: str, entries: list[str], error: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as raised:
+        PolicyConfig.model_validate({"identities": {key: entries}})
+    first = raised.value.errors()[0]
+    assert f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}" == error
+
+
 def test_groups_never_grant_an_identity() -> None:
     assert not Identities().is_chart_module(UserInfo("alice", ("system:masters",)))
 

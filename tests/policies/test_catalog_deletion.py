@@ -191,3 +191,17 @@ def test_component_delete(user, versions, expected):
     comp = component()
     ctx = context(comp, *versions)
     assert validate(request(Operation.DELETE, old=comp, user=user), ctx) == expected
+
+
+@pytest.mark.parametrize(
+    ("username", "expected_rule"),
+    [
+        pytest.param("system:serviceaccount:solar:prod-solar-discovery", "catalog.componentversion-observer-delete"),
+        pytest.param("system:serviceaccount:team-b:solar-discovery", "catalog.componentversion-observer-delete"),
+        pytest.param("system:serviceaccount:team-b:solar-discovery-evil", None),
+    ],
+)
+def test_the_default_observers_are_every_release_of_solar_discovery(username, expected_rule):
+    cv = component_version()
+    outcome = validate(request(Operation.DELETE, old=cv, user=UserInfo(username)), context(cv))
+    assert outcome.rule == expected_rule

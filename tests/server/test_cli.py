@@ -138,3 +138,12 @@ def test_certs_writes_a_chain_and_prints_the_ca_bundle(tmp_path: Path) -> None:
     sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == ["catalog-warden.catalog-warden.svc", "localhost"]
     assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+
+
+def test_a_bad_identity_pattern_names_the_key(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("identities:\n  observers: ['system:serviceaccount:**:solar-discovery']\n")
+    out = cli("review", "examples/reviews/release-create-denied.json", "--config", str(tmp_path / "c.yaml"))
+    assert out.stderr == (
+        f"catalog-warden: error: config file {tmp_path}/c.yaml: identities.observers.0: Value error, "
+        "'system:serviceaccount:**:solar-discovery' has '**'; one '*' already matches a whole namespace or name\n"
+    )
