@@ -334,3 +334,19 @@ def test_deleting_a_namespace_is_not_blocked_by_registries_and_releases_in_use(c
     assert refusals == []
     for resource, name in ((REGISTRY, "zot"), (TARGET, "edge-1"), (RELEASE, "web"), (PROFILE, "fleet")):
         assert not cluster.user(resource).exists(name, ns), f"{resource.kind} {ns}/{name} survived"
+
+
+def test_what_solar_controllers_write_into_the_served_render_kinds_is_stored_whole(cluster: Cluster, ns: str) -> None:
+    """Standalone mode: SolAr's controllers create Profiles and render bookkeeping in their Go types' shape."""
+    from tests.policies.test_catalog_crds import UPSTREAM_SHAPES, without_nulls
+
+    plurals = {"Profile": "profiles", "RenderTask": "rendertasks", "RenderArtifact": "renderartifacts"}
+    plurals["RenderBinding"] = "renderbindings"
+    for n, shape in enumerate(UPSTREAM_SHAPES):
+        resource = Resource(SOLAR, "v1alpha1", plurals[shape["kind"]], shape["kind"])
+        obj = {**shape, "metadata": {"name": f"x{n}", "namespace": ns}}
+        stored = cluster.user(resource).create(obj).object
+        assert without_nulls(stored["spec"]) == without_nulls(shape["spec"]), shape["kind"]  # nothing but nulls lost
+        if "status" in shape:
+            written = cluster.warden(resource).patch_status(f"x{n}", {"status": shape["status"]}, ns).object
+            assert without_nulls(written["status"]) == without_nulls(shape["status"]), shape["kind"]
