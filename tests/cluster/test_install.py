@@ -22,7 +22,7 @@ def test_every_shipped_crd_is_accepted_and_established(cluster: Cluster, admin: 
 
     served = {crd["metadata"]["name"]: crd for crd in admin.request("GET", CRD_API)["items"]}
 
-    assert len(shipped) == 13 and set(served) == shipped
+    assert len(shipped) == 17 and set(served) == shipped
     for crd_name, crd in served.items():
         conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
         assert (conditions.get("NamesAccepted"), conditions.get("Established")) == ("True", "True"), crd_name
