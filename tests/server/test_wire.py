@@ -210,6 +210,13 @@ def test_known_kind_without_rules_simply_passes(server: Endpoint) -> None:
     assert r.json()["response"]["allowed"] is True
 
 
+@pytest.mark.parametrize("kind", ["Profile", "RenderTask", "RenderArtifact", "RenderBinding"])
+def test_the_solar_kinds_served_in_standalone_mode_are_catalog_kinds(server: Endpoint, kind: str) -> None:
+    obj = {"apiVersion": "solar.opendefense.cloud/v1alpha1", "kind": kind, "metadata": {"name": "x", "namespace": "a"}}
+    r = post(server, "/validate/catalog", review("CREATE", obj, kind=kind, uid="u-solar"))
+    assert r.json()["response"] == {"uid": "u-solar", "allowed": True}  # no "not guarded" warning
+
+
 def test_metrics_count_requests_by_path_family_operation_and_decision(server: Endpoint) -> None:
     name = 'catalog_warden_admission_requests_total{allowed="false",code="403",family="catalog",operation="CREATE"'
     before = server.metric(name)
