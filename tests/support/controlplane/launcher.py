@@ -47,6 +47,10 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 APISERVER_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 FRONT_PROXY_CLIENT = "front-proxy-client"
+UNCACHED_RESOURCES = ("referencegrants.solar.opendefense.cloud",)
+"""Served without kube-apiserver's watch cache, so a watch from a compacted resourceVersion reaches
+etcd and gets a real 410 Gone (with the cache, the apiserver serves it from its own window and
+compaction never shows). Only the cluster tier's 410 test watches them (tests/cluster/test_watch_gone.py)."""
 READY_TIMEOUT = 120.0  # a cold apiserver on a busy 2-core machine takes tens of seconds
 STOP_TIMEOUT = 15.0
 LOG_TAIL_LINES = 30
@@ -122,6 +126,8 @@ class ControlPlane:
     service_account_key: Path
     ca_key: Path
     """The client CA's key: :meth:`user_kubeconfig` signs certificates for any user and groups."""
+    etcd_url: str = ""
+    """etcd's client URL (plain HTTP on 127.0.0.1): its v3 gateway serves ``/v3/kv/*`` (compaction)."""
     processes: list[Process] = field(default_factory=list)
 
     def client(self, timeout: float = 10.0) -> httpx.Client:
@@ -300,6 +306,7 @@ def _apiserver_args(binary: Path, pki: _Pki, etcd_port: int, port: int, cert_dir
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-account-key-file={pki.service_account_public}",
         f"--service-account-signing-key-file={pki.service_account_key}",
+        f"--watch-cache-sizes={','.join(f'{resource}#0' for resource in UNCACHED_RESOURCES)}",
         "--profiling=false",
     ]
 
@@ -372,6 +379,7 @@ def control_plane(
     clean = False
     try:
         etcd_port = free_port()
+        plane.etcd_url = f"http://127.0.0.1:{etcd_port}"
         etcd = _spawn("etcd", _etcd_args(binaries / "etcd", workdir / "etcd", etcd_port, free_port()), logs)
         plane.processes.append(etcd)
         with httpx.Client(base_url=f"http://127.0.0.1:{etcd_port}", timeout=5.0) as client:
