@@ -2,11 +2,11 @@
 port), kubeconfigs that go through them, and etcd's maintenance API.
 
 :class:`HoldingProxy` is ``tests/kube/tcp_proxy.py``'s proxy (cut, blackhole, heal) plus
-:meth:`~HoldingProxy.hold`: what clients send (on open connections or new ones) waits, unforwarded,
-until :meth:`~HoldingProxy.release` forwards it; what servers send still flows. An informer whose watch the server ended cleanly
-resumes from its last resourceVersion (on the same kept-alive connection); held, that resume
-waits while the test writes and compacts etcd, and is then sent from a version etcd no longer has
-(a real 410).
+:meth:`~HoldingProxy.hold`: what clients send (on open connections or new ones) waits,
+unforwarded, until :meth:`~HoldingProxy.release` forwards it; what servers send still flows. An
+informer whose watch the server ended cleanly resumes from its last resourceVersion (on the same
+kept-alive connection); held, that resume waits while the test writes and compacts etcd, and is
+then sent from a version etcd no longer has (a real 410).
 """
 
 from __future__ import annotations
@@ -129,7 +129,5 @@ def etcd_revision(etcd_url: str) -> int:
 
 def etcd_compact(etcd_url: str, revision: int) -> None:
     """Compact etcd's history up to ``revision`` (physical: returns once it is done)."""
-    answer = httpx.post(
-        f"{etcd_url}/v3/kv/compaction", json={"revision": str(revision), "physical": True}, timeout=30
-    )
+    answer = httpx.post(f"{etcd_url}/v3/kv/compaction", json={"revision": str(revision), "physical": True}, timeout=30)
     answer.raise_for_status()
