@@ -24,6 +24,10 @@ from tests.kube.tcp_proxy import TcpProxy, _Link
 
 
 class HoldingProxy(TcpProxy):
+    def __enter__(self) -> HoldingProxy:
+        super().__enter__()
+        return self
+
     def __init__(self, upstream: tuple[str, int]) -> None:
         super().__init__(upstream)
         self._holding = False

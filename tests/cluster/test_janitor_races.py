@@ -60,8 +60,8 @@ class RecordingKube(Kube):
 
     refusals: list[tuple[int, str]]
 
-    def delete(self, kind: GroupKind, name: str, namespace: str = "", options: Obj | None = None,
-               timeout: float | None = None) -> Obj:  # fmt: skip
+    def delete(self, kind: GroupKind, name: str, namespace: str = "", options: dict[str, Any] | None = None,
+               timeout: float | None = None) -> dict[str, Any]:  # fmt: skip
         try:
             return super().delete(kind, name, namespace, options, timeout)
         except ApiError as exc:
