@@ -62,7 +62,7 @@ from policies.packages import (
     PUBLISHED_LIFECYCLES,
     Lifecycle,
     lifecycle_of,
-    repository_exists,
+    own_repository,
 )
 from policies.rules import Context
 from policies.view import View
@@ -178,12 +178,18 @@ def latest_name(revisions: Sequence[Obj], assigned: Mapping[str, int]) -> str | 
 
 
 def releases_finalizer(revision: Obj, view: View, now: datetime) -> bool:
-    """A terminating revision may go unless it is Published and its own Repository still exists (A7)."""
+    """A terminating revision may go unless it is Published and its own Repository still exists (A7).
+
+    A Repository itself being deleted counts as gone: a foreground cascade (``kubectl delete
+    --cascade=foreground``) keeps it until its dependents are gone (the owner reference blocks
+    owner deletion), so holding the revisions until the Repository is gone would hold both forever.
+    """
     if not is_terminating(revision) or FINALIZER not in finalizers_of(revision):
         return False
     if lifecycle_of(revision) is not Lifecycle.PUBLISHED:
         return True
-    return not repository_exists(_with_readable_owners(revision), Context(view=view, now=now))
+    repo = own_repository(_with_readable_owners(revision), Context(view=view, now=now))
+    return repo is None or is_terminating(repo)
 
 
 def _desired_status(revision: Obj, number: int | None, now: datetime) -> Mapping[str, Any] | None:

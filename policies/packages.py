@@ -459,17 +459,22 @@ def _is_repository_ref(ref: Obj) -> bool:
     return ref.get("kind") == REPOSITORY.kind and str(ref.get("apiVersion", "")).startswith(f"{PORCH_CONFIG}/")
 
 
-def repository_exists(revision: Obj, ctx: Context) -> bool:
-    """True when the revision's Repository is present, and is the owner it names (same uid).
+def own_repository(revision: Obj, ctx: Context) -> Obj | None:
+    """The revision's Repository when present and the owner it names (same uid), else None.
 
     A Repository deleted and re-created under the same name is a different repository: the
     revisions of the old one are garbage and may go.
     """
     repo = ctx.view.get(REPOSITORY, str(dig(revision, "spec", "repository", default="")), namespace_of(revision))
     if repo is None:
-        return False
+        return None
     owner_uid = _owner_repository_uid(revision)
-    return owner_uid is None or owner_uid == dig(repo, "metadata", "uid")
+    return repo if owner_uid is None or owner_uid == dig(repo, "metadata", "uid") else None
+
+
+def repository_exists(revision: Obj, ctx: Context) -> bool:
+    """True when the revision's Repository is present, and is the owner it names (:func:`own_repository`)."""
+    return own_repository(revision, ctx) is not None
 
 
 def revision_delete_published(req: AdmissionRequest, ctx: Context) -> Decision:

@@ -75,12 +75,15 @@ def rev(
     return body
 
 
-def view_of(revisions: list[Obj], repo_uid: str | None = REPO_UID) -> MemoryView:
+def view_of(revisions: list[Obj], repo_uid: str | None = REPO_UID, repo_deleting: bool = False) -> MemoryView:
     view = MemoryView()
     for r in revisions:
         view.put(PACKAGE_REVISION, r)
     if repo_uid is not None:
-        view.put(REPOSITORY, {"metadata": {"name": "blueprints", "namespace": NS, "uid": repo_uid}})
+        meta = {"name": "blueprints", "namespace": NS, "uid": repo_uid}
+        if repo_deleting:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        view.put(REPOSITORY, {"metadata": meta})
     return view
 
 
@@ -97,6 +100,7 @@ class Case:
     revisions: list[Obj]
     want: dict[str, Want] = field(default_factory=dict)
     repo_uid: str | None = REPO_UID
+    repo_deleting: bool = False
 
 
 def _without_finalizer(revision: Obj) -> Obj:
@@ -212,13 +216,19 @@ CASES = [
         {"a": Want(release=True)},
         repo_uid="uid-other",
     ),
+    Case(
+        "terminating Published, Repository being deleted (a foreground cascade waits for it): released",
+        [rev("a", number=1, terminating=True)],
+        {"a": Want(release=True)},
+        repo_deleting=True,
+    ),
     Case("terminating Draft: released", [rev("a", "Draft", terminating=True)], {"a": Want(release=True)}),
     Case("terminating Proposed: released", [rev("a", "Proposed", terminating=True)], {"a": Want(release=True)}),
 ]
 
 
-def _got(revisions: list[Obj], repo_uid: str | None) -> dict[str, Want]:
-    writes = package_writes(revisions, view_of(revisions, repo_uid), NOW)
+def _got(revisions: list[Obj], repo_uid: str | None, repo_deleting: bool = False) -> dict[str, Want]:
+    writes = package_writes(revisions, view_of(revisions, repo_uid, repo_deleting), NOW)
     return {
         w.obj["metadata"]["name"]: Want(
             dict(w.status) if w.status is not None else None,
@@ -251,13 +261,13 @@ def _apply(revisions: list[Obj], want: dict[str, Want]) -> list[Obj]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_package_writes(case: Case) -> None:
-    assert _got(case.revisions, case.repo_uid) == case.want
+    assert _got(case.revisions, case.repo_uid, case.repo_deleting) == case.want
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_applying_the_writes_is_a_steady_state(case: Case) -> None:
     after = _apply(case.revisions, case.want)
-    assert _got(after, case.repo_uid) == {}
+    assert _got(after, case.repo_uid, case.repo_deleting) == {}
 
 
 def test_packages_are_planned_apart_by_repository_and_name() -> None:
