@@ -6,7 +6,9 @@ Registries with Targets and a RegistryBinding. The namespace controller deletes 
 ``system:serviceaccount:kube-system:namespace-controller``, which the rules exempt. What remains
 is the revisions' finalizer ``porch.kpt.dev/packagerevisions``: the sidecar's package bookkeeping
 releases it once their Repository is gone or going; without that loop the namespace stays
-Terminating, and says so in its own conditions (the second test).
+Terminating, and says so in its own conditions (the second test). A refused delete would show
+as the namespace's condition ``NamespaceDeletionContentFailure`` even where a retry later passes
+(the referents gone): the first test watches for it.
 """
 
 from __future__ import annotations
@@ -93,9 +95,33 @@ def test_deleting_a_namespace_full_of_guarded_objects_completes(
     assert "catalog.component-in-use" in refused(admin, SOLAR.format(ns=ns, plural="components") + "/demo")
     assert "packages.revision-delete-published" in refused(admin, f"{REVISIONS.format(ns=ns)}/blueprints.nginx.v1")
 
+    since = admin.request("GET", f"/api/v1/namespaces/{ns}")["metadata"]["resourceVersion"]
     admin.request("DELETE", f"/api/v1/namespaces/{ns}")
 
-    wait_for(lambda: namespace_gone(admin, ns), f"namespace {ns} to be gone", NAMESPACE_GONE_TIMEOUT)
+    failures = content_failures_until_gone(admin, ns, since)
+
+    assert failures == []  # not one of the namespace controller's deletes was refused, even for a retry
+
+
+def content_failures_until_gone(admin: Kube, ns: str, since: str) -> list[str]:
+    """Watch namespace ``ns`` until it is gone; every ``NamespaceDeletionContentFailure`` it reported.
+
+    The namespace controller reports a refused delete there (and retries later): a webhook that
+    refused it only until the referents went would still show.
+    """
+    query = [
+        ("watch", "true"), ("fieldSelector", f"metadata.name={ns}"), ("resourceVersion", since),
+        ("timeoutSeconds", str(int(NAMESPACE_GONE_TIMEOUT))),
+    ]  # fmt: skip
+    failures: list[str] = []
+    with admin.stream("/api/v1/namespaces", query, timeout=NAMESPACE_GONE_TIMEOUT + 10) as events:
+        for event in events:
+            for condition in event["object"].get("status", {}).get("conditions", []):
+                if condition["type"] == "NamespaceDeletionContentFailure" and condition["status"] == "True":
+                    failures.append(condition.get("message", ""))
+            if event["type"] == "DELETED":
+                return failures
+    raise AssertionError(f"namespace {ns} not gone after {NAMESPACE_GONE_TIMEOUT:.0f}s; failures: {failures}")
 
 
 def conditions(admin: Kube, ns: str) -> dict[str, tuple[str, str]]:
