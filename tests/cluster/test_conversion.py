@@ -260,8 +260,11 @@ def test_a_watch_in_one_version_sees_writes_in_the_other_converted(
     assert modified["object"]["spec"][field] == value
 
 
-def test_a_plain_v1alpha1_update_cannot_write_the_revision_number(repository: Obj, admin: Kube, ns: str) -> None:
-    """spec.revision is stored as status.revision: the rule packages.revision-number refuses a user's change."""
+def test_a_plain_v1alpha1_update_cannot_write_the_revision_number(
+    repository: Obj, admin: Kube, warden_kube: Kube, ns: str
+) -> None:
+    """spec.revision is stored as status.revision: kube-apiserver stores it from a plain v1alpha1
+    update (the status subresource does not stop it), so the rule packages.revision-number must."""
     admin.request("POST", revisions("v1alpha1", ns), body=v1alpha1("web-v1", ns))
 
     with pytest.raises(ApiError) as refused:
@@ -274,3 +277,8 @@ def test_a_plain_v1alpha1_update_cannot_write_the_revision_number(repository: Ob
         "controllers on publish (stored as v1alpha2 status.revision) and cannot be changed (0 to 7)"
     )
     assert "revision" not in admin.request("GET", revisions("v1alpha2", ns, "web-v1")).get("status", {})
+
+    warden_kube.request(
+        "PATCH", revisions("v1alpha1", ns, "web-v1"), body={"spec": {"revision": 7}}, content_type=MERGE
+    )
+    assert admin.request("GET", revisions("v1alpha2", ns, "web-v1"))["status"]["revision"] == 7
