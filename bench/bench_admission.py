@@ -39,8 +39,7 @@ KINDS = {
     ],
     "porch.kpt.dev/v1alpha2": ["PackageRevision"],
     "config.porch.kpt.dev/v1alpha1": ["Repository"],
-    "helm.deckhouse.io/v1alpha1": ["HelmClusterAddon", "HelmClusterAddonRepository"],
-    "helm.deckhouse.io/v1alpha2": ["HelmClusterAddonChart"],
+    "helm.deckhouse.io/v1alpha1": ["HelmClusterAddon", "HelmClusterAddonRepository", "HelmClusterAddonChart"],
 }  # fmt: skip
 CLUSTER_SCOPED = {"HelmClusterAddon", "HelmClusterAddonRepository", "HelmClusterAddonChart"}
 

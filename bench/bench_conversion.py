@@ -1,8 +1,8 @@
 """Conversion cost per object in a 100-object ConversionReview (DESIGN.md section 10).
 
 Runs ``webhook.conversion.convert_review`` in-process (the wire and JSON decoding are the HTTP
-layer's and measured by the admission benchmarks) on realistic batches in both directions of both
-kinds, and prints the time per object beside two references, as ratios:
+layer's and measured by the admission benchmarks) on realistic batches in both directions of
+PackageRevision (the only kind served in two versions), and prints the time per object beside two references, as ratios:
   - kube-apiserver's own budget for a conversion webhook, about 4 ms per object
     (apiextensions-apiserver webhook_converter.go logs a trace above 50 ms + 8 ms per object,
     half of which it attributes to the webhook);
@@ -26,8 +26,6 @@ from webhook.conversion import convert_review
 BATCH = 100
 APISERVER_TARGET_MS = 4.0
 DESIGN_TARGET_MS = 0.25
-MODERN = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
-UNSUPPORTED = 'config media type "application/vnd.oci.image.config.v1+json" is not a helm chart config'
 
 
 def package_revision(i: int, version: str) -> dict[str, Any]:
@@ -103,35 +101,6 @@ def package_revision(i: int, version: str) -> dict[str, Any]:
     }
 
 
-def chart(i: int, version: str, entries: int = 30) -> dict[str, Any]:
-    meta = {
-        "name": f"repo-chart-c{i}",
-        "uid": f"7c1f84f0-0000-4000-8000-{i:012d}",
-        "resourceVersion": str(5000 + i),
-        "labels": {"heritage": "deckhouse", "repository": "repo", "chart": f"c{i}"},
-    }
-    if version == "v1alpha1":
-        versions = [{"version": f"1.{n}.0", "digest": f"sha256:{n:064x}", "pulled": n % 2 == 0} for n in range(entries)]
-    else:
-        versions = []
-        for n in range(entries):
-            entry: dict[str, Any] = {"version": f"1.{n}.0", "digest": f"sha256:{n:064x}"}
-            if n % 5 == 4:
-                entry |= {
-                    "unavailableReason": "UnsupportedMediaType",
-                    "unavailableMessage": UNSUPPORTED,
-                }
-            else:
-                entry["mediaType"] = MODERN
-            versions.append(entry)
-    return {
-        "apiVersion": f"helm.deckhouse.io/{version}",
-        "kind": "HelmClusterAddonChart",
-        "metadata": meta,
-        "status": {"observedGeneration": 1, "versions": versions},
-    }
-
-
 def review(desired: str, objects: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -141,19 +110,15 @@ def review(desired: str, objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def scenarios() -> dict[str, dict[str, Any]]:
-    """A read of stored objects (v1alpha2 -> v1alpha1) and a write (the way back), per kind."""
+    """A read of stored objects (v1alpha2 -> v1alpha1) and a write (the way back)."""
     pr_stored = [package_revision(i, "v1alpha2") for i in range(BATCH)]
     pr_read = convert_review(review("porch.kpt.dev/v1alpha1", pr_stored))["response"]["convertedObjects"]
-    ch_stored = [chart(i, "v1alpha2") for i in range(BATCH)]
-    ch_read = convert_review(review("helm.deckhouse.io/v1alpha1", ch_stored))["response"]["convertedObjects"]
     return {
         "PackageRevision v1alpha2->v1alpha1": review("porch.kpt.dev/v1alpha1", pr_stored),
         "PackageRevision v1alpha1->v1alpha2": review("porch.kpt.dev/v1alpha2", pr_read),
         "PackageRevision fresh v1alpha1->v1alpha2": review(
             "porch.kpt.dev/v1alpha2", [package_revision(i, "v1alpha1") for i in range(BATCH)]
         ),
-        "HelmClusterAddonChart v1alpha2->v1alpha1 (30 versions)": review("helm.deckhouse.io/v1alpha1", ch_stored),
-        "HelmClusterAddonChart v1alpha1->v1alpha2 (30 versions)": review("helm.deckhouse.io/v1alpha2", ch_read),
     }
 
 

@@ -7,7 +7,9 @@ addons. Every rule of DESIGN.md section 5 ("Charts") lives here:
   status), as operator-helm's ValidatingAdmissionPolicy does (reference B4).
 - ``charts.addon-deployable-version``: an addon may only select a version its chart lists as
   usable, the gate operator-helm applies in its reconciler (B3), moved to admission so the
-  user sees the reason at ``kubectl apply`` time instead of in a condition.
+  user sees the reason at ``kubectl apply`` time instead of in a condition. The chart object is
+  found by its ``repository`` and ``chart`` labels (B2), never by its name: upstream has changed
+  the naming scheme several times, and a derived name that misses would read as "not indexed".
 - ``charts.addon-unique-chart``: one addon per (repository, chart) (B3).
 - ``charts.repository-in-use``: a repository that addons still use cannot be deleted, the gap
   upstream leaves open (seed 004, "Deleting a repository still breaks the addons using it").
@@ -20,7 +22,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from policies.charts_naming import helm_cluster_addon_chart_name
 from policies.decision import Decision, allow, deny, fit_warning, invalid
 from policies.identity import is_cluster_cleanup
 from policies.kinds import (
@@ -32,6 +33,7 @@ from policies.kinds import (
 from policies.model import AdmissionRequest, Obj, Operation
 from policies.objects import dig, is_terminating, json_type, name_of
 from policies.rules import ALL_WRITES, Context, Family, Rule
+from policies.view import View
 
 CREATE_UPDATE = frozenset({Operation.CREATE, Operation.UPDATE})
 
@@ -127,12 +129,45 @@ def _addons_by_repository(addon: Obj) -> Iterable[str]:
     yield from sorted(r for r in repositories if r)
 
 
+LABEL_REPOSITORY = "repository"
+LABEL_CHART = "chart"
+"""operator-helm's labels on a chart object (B2, ``LabelRepositoryName``, ``LabelChartName``): the
+only stable way from the (repository, chart) pair to the object; its name is a hash whose scheme
+upstream has changed (B5)."""
+
+CHARTS_BY_LABELS = "labels"
+"""HelmClusterAddonChart by ``<repository>/<chart>`` of its labels."""
+
+
+def _charts_by_labels(chart: Obj) -> Iterable[str]:
+    labels = dig(chart, "metadata", "labels", default=None)
+    if not isinstance(labels, Mapping):
+        return
+    repository, name = labels.get(LABEL_REPOSITORY), labels.get(LABEL_CHART)
+    if isinstance(repository, str) and isinstance(name, str) and repository and name:
+        yield addon_chart_key(repository, name)
+
+
 INDEXES = {
     HELM_CLUSTER_ADDON: {
         ADDONS_BY_CHART: _addons_by_chart,
         ADDONS_BY_REPOSITORY: _addons_by_repository,
-    }
+    },
+    HELM_CLUSTER_ADDON_CHART: {CHARTS_BY_LABELS: _charts_by_labels},
 }
+
+
+def find_chart(view: View, repository: str, chart: str) -> Obj | None:
+    """The HelmClusterAddonChart labelled with (repository, chart), or None when none is.
+
+    Two objects with one pair should not exist (the module prunes by these labels); if they do,
+    one that is not being deleted wins, then the lowest name, so every reader picks the same one.
+    """
+    if not (repository and chart):
+        return None
+    found = view.indexed(HELM_CLUSTER_ADDON_CHART, CHARTS_BY_LABELS, addon_chart_key(repository, chart))
+    return min(found, key=lambda c: (is_terminating(c), name_of(c)), default=None)
+
 
 # --- HelmClusterAddonChart: module identities only --------------------------------------------------
 
@@ -165,17 +200,33 @@ MSG_VERSION_UNUSABLE = (
     'HelmClusterAddonChart {chart} version "{version}" cannot be deployed: {detail}; choose a usable version, '
     "or annotate HelmClusterAddonRepository {repository} with reconcile.helm.deckhouse.io/force to re-examine it"
 )
-DETAIL_UNRESOLVED = "the repository catalog has not resolved it yet"
-"""An OCI entry with neither a media type nor a reason: recorded before verdicts existed."""
-WARN_CHART_NOT_INDEXED = "HelmClusterAddonChart {chart} not indexed yet, {version} unchecked"
-WARN_CHART_NOT_INDEXED_LATEST = "HelmClusterAddonChart {chart} not indexed yet, nothing to install"
+MSG_VERSION_UNRESOLVED = (
+    'HelmClusterAddonChart {chart} version "{version}" cannot be deployed yet: '
+    "the repository catalog has not resolved it yet (no verdict recorded); "
+    "the next sync of HelmClusterAddonRepository {repository} examines it, retry after that"
+)
+"""An OCI entry with neither a media type nor a reason: recorded before verdicts existed (seed 004's
+upgrade window). The next normal pass examines it, so no force reconcile is suggested."""
+MSG_INVALID_REFERENCE = (
+    'HelmClusterAddonChart {chart} version "{version}" cannot be deployed: {detail}; '
+    "the Helm repository index of HelmClusterAddonRepository {repository} points at an invalid OCI reference, "
+    "choose another version or have the repository fix its index"
+)
+"""InvalidChartReference is kept until the repository fixes its index (B2): a force reconcile does not help."""
+WARN_CHART_NOT_INDEXED = "chart {chart} of repository {repository} not indexed yet, {version} unchecked"
+WARN_CHART_NOT_INDEXED_LATEST = "chart {chart} of repository {repository} not indexed yet, nothing to install"
 WARN_NO_USABLE_VERSION = "HelmClusterAddonChart {chart} has no usable version yet"
-# Chart object names are at most 60 characters (B5); the version is the user's text, so it is fitted.
+# The names are the user's text (and a version too), so the warnings are fitted.
+
+REASON_REMOVED = "RemovedFromRepository"
+REASON_UNSUPPORTED = "UnsupportedMediaType"
+REASON_PENDING = "ResolvePending"
+REASON_INVALID_REFERENCE = "InvalidChartReference"
+UNAVAILABLE_REASONS = (REASON_REMOVED, REASON_UNSUPPORTED, REASON_PENDING, REASON_INVALID_REFERENCE)
+"""upstream's ``unavailableReason`` enum (B2, ``chart_catalog_types.go``), in its order."""
 
 
-def chart_object_name(ref: Mapping[str, Any]) -> str:
-    """The HelmClusterAddonChart object an addon's chart reference resolves to (reference B5)."""
-    return helm_cluster_addon_chart_name(_ref_part(ref, REPOSITORY_FIELD), _ref_part(ref, CHART_FIELD))
+DETAIL_UNRESOLVED = "the repository catalog has not resolved it yet"
 
 
 def repository_is_oci(repository: Obj | None) -> bool | None:
@@ -187,7 +238,8 @@ def repository_is_oci(repository: Obj | None) -> bool | None:
 
 def version_entry(chart: Obj, version: str) -> Mapping[str, Any] | None:
     """The first ``status.versions[]`` entry for ``version`` (exact string: it becomes the tag)."""
-    for entry in dig(chart, "status", "versions", default=()):
+    entries = dig(chart, "status", "versions", default=())
+    for entry in entries if isinstance(entries, list) else ():
         if isinstance(entry, Mapping) and entry.get("version") == version:
             return entry
     return None
@@ -196,17 +248,22 @@ def version_entry(chart: Obj, version: str) -> Mapping[str, Any] | None:
 def entry_usable(entry: Mapping[str, Any], oci: bool | None) -> bool:
     """Whether a version entry can be deployed.
 
-    OCI: exactly when ``mediaType`` is set (a retained RemovedFromRepository version keeps its
-    media type and passes, so the running addon stays changeable). HTTP: when it carries no
-    ``unavailableReason``. Repository unknown: either holds (DESIGN.md section 7's definition).
+    OCI repository: exactly when ``mediaType`` is set (a retained RemovedFromRepository version
+    keeps its media type and passes, so the running addon stays changeable). Helm HTTP
+    repository: when it carries no ``unavailableReason``; an ``ociRef`` version (the index points
+    at a registry) has no media type by design, it is examined at deploy time, so only its reason
+    (InvalidChartReference above all) counts. Repository unknown: either holds, except that an
+    InvalidChartReference entry is never usable (no media type can make its reference valid).
     """
     has_media_type = bool(entry.get("mediaType"))
-    no_reason = not entry.get("unavailableReason")
+    reason = entry.get("unavailableReason")
+    if reason == REASON_INVALID_REFERENCE:
+        return False
     if oci is True:
         return has_media_type
     if oci is False:
-        return no_reason
-    return has_media_type or no_reason
+        return not reason
+    return has_media_type or not reason
 
 
 def entry_detail(entry: Mapping[str, Any]) -> str:
@@ -216,6 +273,17 @@ def entry_detail(entry: Mapping[str, Any]) -> str:
         return DETAIL_UNRESOLVED
     message = entry.get("unavailableMessage")
     return f"{reason}: {message}" if message else str(reason)
+
+
+def unusable_message(chart: str, version: str, entry: Mapping[str, Any], repository: str) -> str:
+    """The denial for an unusable entry: the reason, and the way out that fits it."""
+    fields = {"chart": chart, "version": version, "detail": entry_detail(entry), "repository": repository}
+    reason = entry.get("unavailableReason")
+    if not reason:
+        return MSG_VERSION_UNRESOLVED.format(**fields)
+    if reason == REASON_INVALID_REFERENCE:
+        return MSG_INVALID_REFERENCE.format(**fields)
+    return MSG_VERSION_UNUSABLE.format(**fields)
 
 
 def _chart_ref_changed(req: AdmissionRequest) -> bool:
@@ -252,27 +320,25 @@ def addon_deployable_version(req: AdmissionRequest, ctx: Context) -> Decision:
     ref = addon_chart_ref(req.object)
     if _is_last_applied(req, ref):
         return allow()
-    name = chart_object_name(ref)
+    repository, chart_name = _ref_part(ref, REPOSITORY_FIELD), _ref_part(ref, CHART_FIELD)
     version = _ref_part(ref, VERSION_FIELD)
-    chart = ctx.view.get(HELM_CLUSTER_ADDON_CHART, name)
+    chart = find_chart(ctx.view, repository, chart_name)
     if chart is None:
         if version:
-            return allow(fit_warning(WARN_CHART_NOT_INDEXED, chart=name, version=version))
-        return allow(WARN_CHART_NOT_INDEXED_LATEST.format(chart=name))
-    repository = _ref_part(ref, REPOSITORY_FIELD)
+            return allow(fit_warning(WARN_CHART_NOT_INDEXED, chart=chart_name, repository=repository, version=version))
+        return allow(fit_warning(WARN_CHART_NOT_INDEXED_LATEST, chart=chart_name, repository=repository))
+    name = name_of(chart)
     oci = repository_is_oci(ctx.view.get(HELM_CLUSTER_ADDON_REPOSITORY, repository))
     if not version:
         entries = dig(chart, "status", "versions", default=())
-        if any(isinstance(e, Mapping) and entry_usable(e, oci) for e in entries):
+        if isinstance(entries, list) and any(isinstance(e, Mapping) and entry_usable(e, oci) for e in entries):
             return allow()
-        return allow(WARN_NO_USABLE_VERSION.format(chart=name))
+        return allow(fit_warning(WARN_NO_USABLE_VERSION, chart=name))
     entry = version_entry(chart, version)
     if entry is None:
         return deny(MSG_VERSION_MISSING.format(chart=name, version=version))
     if not entry_usable(entry, oci):
-        return deny(
-            MSG_VERSION_UNUSABLE.format(chart=name, version=version, detail=entry_detail(entry), repository=repository)
-        )
+        return deny(unusable_message(name, version, entry, repository))
     return allow()
 
 

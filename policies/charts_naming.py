@@ -1,9 +1,12 @@
-"""The name of a HelmClusterAddonChart object, derived from its repository and chart names.
+"""The name catalog-warden gives a HelmClusterAddonChart it creates (standalone mode only).
 
-operator-helm never stores the (repository, chart) pair on the chart object's name; it hashes
-it (``api/naming/naming.go`` ``HelmClusterAddonChartName``). An addon names the pair, so the
-deploy gate must derive the object name exactly as the module does, byte for byte, or it
-would look up the wrong object. Golden vectors in the tests pin the output.
+Used for creation, never for lookup: chart objects are found by their ``repository`` and
+``chart`` labels (``policies.charts.find_chart``). operator-helm derives the name from a hash
+of the pair and has changed that scheme at least four times (reference B5: ``<repo>-<chart>``,
+then ``<repo>-chart-<chart>``, with the hash input and the truncation changing on the way), so a
+derived name that misses would silently read as "not indexed yet". When the chart index creates
+an object it uses upstream's current scheme (``api/naming/naming.go`` ``HelmClusterAddonChartName``)
+so a later switch to operator-helm sees familiar names; golden vectors in the tests pin it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the annotation described in :mod:`policies.conversion.carry`.
 
 from __future__ import annotations
 
-from policies.conversion import helmclusteraddonchart, packagerevision
+from policies.conversion import packagerevision
 from policies.conversion.carry import CONVERSION_DATA
 from policies.conversion.contract import ConversionError, Converter, ConverterKey
 
@@ -17,5 +17,4 @@ __all__ = ["CONVERSION_DATA", "CONVERTERS", "ConversionError", "Converter", "Con
 
 CONVERTERS: dict[ConverterKey, Converter] = {
     **packagerevision.CONVERTERS,
-    **helmclusteraddonchart.CONVERTERS,
 }

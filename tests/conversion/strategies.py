@@ -1,4 +1,4 @@
-"""Hypothesis strategies for PackageRevision and HelmClusterAddonChart objects in each version.
+"""Hypothesis strategies for PackageRevision objects in each version.
 
 Objects use every field the mapping tables name, in every shape the converters distinguish
 (absent, empty, mappable, not mappable, colliding labels, a foreign value in the carried-data
@@ -209,58 +209,3 @@ def package_revision_v1alpha2(draw: st.DrawFn) -> Obj:
     if status is not None:
         obj["status"] = status
     return obj
-
-
-# -- HelmClusterAddonChart ---------------------------------------------------------------------
-versions = st.from_regex(r"[0-9]{1,2}\.[0-9]{1,2}\.[0-9]{1,2}", fullmatch=True)
-digests = st.from_regex(r"sha256:[0-9a-f]{8}", fullmatch=True)
-media_types = st.sampled_from(["application/vnd.cncf.helm.chart.content.v1.tar+gzip", "application/tar+gzip", ""])
-reasons = st.sampled_from(["RemovedFromRepository", "UnsupportedMediaType", "ResolvePending", ""])
-
-v1_entry = with_extras(
-    st.fixed_dictionaries({"version": versions}, optional={"digest": digests, "pulled": st.booleans()})
-)
-v2_entry = with_extras(
-    st.fixed_dictionaries(
-        {"version": versions},
-        optional={
-            "digest": digests,
-            "mediaType": media_types,
-            "unavailableReason": reasons,
-            "unavailableMessage": st.text(),
-        },
-    )
-)
-
-
-def entry_lists(entry: st.SearchStrategy[Obj]) -> st.SearchStrategy[list[Obj]]:
-    return repeated(entry, small=8)
-
-
-def chart(api_version: str, entry: st.SearchStrategy[Obj], consumed_by: str) -> st.SearchStrategy[Obj]:
-    @st.composite
-    def build(draw: st.DrawFn) -> Obj:
-        obj: Obj = {"apiVersion": api_version, "kind": "HelmClusterAddonChart", **draw(extras)}
-        meta = draw(metadata(["repository", "chart", "heritage"], consumed_by=consumed_by))
-        meta.pop("namespace")  # cluster-scoped
-        obj["metadata"] = meta
-        status = draw(
-            st.none()
-            | with_extras(
-                optional(
-                    iconURL=names,
-                    observedGeneration=st.integers(0, 99),
-                    conditions=conditions,
-                    versions=entry_lists(entry),
-                )
-            )
-        )
-        if status is not None:
-            obj["status"] = status
-        return obj
-
-    return build()
-
-
-chart_v1alpha1 = chart("helm.deckhouse.io/v1alpha1", v1_entry, consumed_by="v1alpha2")
-chart_v1alpha2 = chart("helm.deckhouse.io/v1alpha2", v2_entry, consumed_by="v1alpha1")

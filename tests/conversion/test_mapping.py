@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from policies.conversion import CONVERSION_DATA, CONVERTERS, ConversionError
-from tests.conversion.builders import chart, package_revision
-
-MODERN = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+from tests.conversion.builders import package_revision
 
 
 def convert(obj: dict[str, Any], to_version: str) -> dict[str, Any]:
@@ -119,66 +117,17 @@ def test_package_revision_both_latest_labels_survive() -> None:
     assert convert(out, "v1alpha1") == obj
 
 
-def test_chart_v1alpha2_to_v1alpha1_lists_usable_versions() -> None:
-    versions = [
-        {"version": "3.0.0", "unavailableReason": "ResolvePending", "unavailableMessage": "manifest request failed"},
-        {"version": "2.1.0", "digest": "sha256:21", "mediaType": MODERN},
-        {"version": "2.0.0", "mediaType": MODERN, "unavailableReason": "RemovedFromRepository"},
-        {"version": "1.9.0", "unavailableReason": "UnsupportedMediaType", "unavailableMessage": "index"},
-        {"version": "1.0.0"},
-    ]
-    obj = chart("v1alpha2", status={"versions": versions})
-    out = convert(obj, "v1alpha1")
-    assert out["status"]["versions"] == [
-        {"version": "2.1.0", "digest": "sha256:21"},
-        {"version": "2.0.0"},
-        {"version": "1.0.0"},
-    ]
-    assert carried(out) == {
-        "from": "v1alpha2",
-        "hidden": [[0, versions[0]], [3, versions[3]]],
-        "verdicts": [
-            [0, "2.1.0", {"mediaType": MODERN}],
-            [1, "2.0.0", {"mediaType": MODERN, "unavailableReason": "RemovedFromRepository"}],
-        ],
-        "created": ["metadata.annotations"],
-    }
-    assert convert(out, "v1alpha2") == obj
-
-
-def test_chart_pulled_travels_and_new_entries_have_no_verdict() -> None:
-    obj = chart("v1alpha1", status={"versions": [{"version": "1.0.0", "digest": "sha256:1", "pulled": True}]})
-    out = convert(obj, "v1alpha2")
-    assert out["status"]["versions"] == [{"version": "1.0.0", "digest": "sha256:1"}]
-    assert carried(out)["pulled"] == [[0, "1.0.0", {"pulled": True}]]
-    assert convert(out, "v1alpha1") == obj
-
-
-def test_chart_carried_data_that_no_longer_matches_is_dropped() -> None:
-    """A v1alpha1 writer replaced the list in between: nothing attaches to the wrong version."""
-    stored = chart("v1alpha2", status={"versions": [{"version": "2.0.0", "mediaType": MODERN}]})
-    old = convert(stored, "v1alpha1")
-    old["status"] = {"versions": [{"version": "9.9.9"}]}
-    assert convert(old, "v1alpha2")["status"] == {"versions": [{"version": "9.9.9"}]}
-
-
 def test_foreign_annotation_value_survives_the_round_trip() -> None:
-    obj = chart("v1alpha2", status={"versions": []})
+    obj = package_revision("v1alpha2", spec={})
     obj["metadata"]["annotations"] = {CONVERSION_DATA: "left here by someone"}
     out = convert(obj, "v1alpha1")
-    assert carried(out) == {"from": "v1alpha2", "prior": "left here by someone"}
+    assert carried(out)["prior"] == "left here by someone"
     assert convert(out, "v1alpha2") == obj
 
 
 @pytest.mark.parametrize(
     ("obj", "to_version", "message"),
     [
-        (chart("v1alpha2", status={"versions": "1.0.0"}), "v1alpha1", "status.versions must be an array, not a string"),
-        (
-            chart("v1alpha1", status={"versions": [{"version": "1"}, 7]}),
-            "v1alpha2",
-            "status.versions[1] must be an object, not a number",
-        ),
         (
             package_revision("v1alpha1", spec={"tasks": {"type": "init"}}),
             "v1alpha2",
@@ -198,7 +147,7 @@ def test_malformed_fields_are_named(obj: dict[str, Any], to_version: str, messag
 
 
 def test_tampered_payload_is_named() -> None:
-    obj = chart("v1alpha1", status={"versions": []})
+    obj = package_revision("v1alpha1", spec={})
     obj["metadata"]["annotations"] = {CONVERSION_DATA: '{"from":"v1alpha2","created":"status"}'}
     with pytest.raises(ConversionError) as raised:
         convert(obj, "v1alpha2")

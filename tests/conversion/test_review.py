@@ -129,30 +129,30 @@ def test_malformed_object_in_batch_names_its_index(review: Review, bad: Any, mes
 
 
 def test_converter_that_changes_metadata_fails(review: Review, monkeypatch: pytest.MonkeyPatch) -> None:
-    key = ("helm.deckhouse.io", "HelmClusterAddonChart", "v1alpha2", "v1alpha1")
+    key = ("porch.kpt.dev", "PackageRevision", "v1alpha1", "v1alpha2")
 
     def renaming(obj: Any) -> dict[str, Any]:
         return {**obj, "metadata": {**obj["metadata"], "name": "other"}}
 
     monkeypatch.setitem(CONVERTERS, key, renaming)
-    answer = convert_review(review("helm.deckhouse.io/v1alpha1", [chart("v1alpha2")]))
+    answer = convert_review(review("porch.kpt.dev/v1alpha2", [package_revision("v1alpha1")]))
     assert answer["response"]["result"] == {
         "status": "Failed",
-        "message": "objects[0] (HelmClusterAddonChart podinfo-chart-podinfo helm.deckhouse.io/v1alpha2): "
+        "message": "objects[0] (PackageRevision default/blueprints.nginx.v1 porch.kpt.dev/v1alpha1): "
         "internal error: the converter changed metadata.name",
     }
 
 
 def test_converter_that_raises_fails_the_review(review: Review, monkeypatch: pytest.MonkeyPatch) -> None:
-    key = ("helm.deckhouse.io", "HelmClusterAddonChart", "v1alpha2", "v1alpha1")
+    key = ("porch.kpt.dev", "PackageRevision", "v1alpha1", "v1alpha2")
 
     def broken(obj: Any) -> dict[str, Any]:
         raise KeyError("versions")
 
     monkeypatch.setitem(CONVERTERS, key, broken)
-    answer = convert_review(review("helm.deckhouse.io/v1alpha1", [chart("v1alpha2")]))
+    answer = convert_review(review("porch.kpt.dev/v1alpha2", [package_revision("v1alpha1")]))
     assert answer["response"]["result"]["message"] == (
-        "objects[0] (HelmClusterAddonChart podinfo-chart-podinfo helm.deckhouse.io/v1alpha2): "
+        "objects[0] (PackageRevision default/blueprints.nginx.v1 porch.kpt.dev/v1alpha1): "
         "internal error: KeyError: 'versions'"
     )
 

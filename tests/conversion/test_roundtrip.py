@@ -13,8 +13,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 
-from policies.conversion import CONVERSION_DATA, CONVERTERS
-from policies.conversion import helmclusteraddonchart as charts
+from policies.conversion import CONVERTERS
 from policies.conversion import packagerevision as pkgrev
 from tests.conversion import strategies as gen
 
@@ -57,18 +56,6 @@ def test_package_revision_v1alpha2_round_trip(obj: dict[str, Any]) -> None:
 
 
 @SETTINGS
-@given(gen.chart_v1alpha1)
-def test_chart_v1alpha1_round_trip(obj: dict[str, Any]) -> None:
-    assert round_trip(obj, "v1alpha2") == obj
-
-
-@SETTINGS
-@given(gen.chart_v1alpha2)
-def test_chart_v1alpha2_round_trip(obj: dict[str, Any]) -> None:
-    assert round_trip(obj, "v1alpha1") == obj
-
-
-@SETTINGS
 @given(gen.package_revision_v1alpha1())
 def test_package_revision_v1alpha2_has_no_v1alpha1_fields(obj: dict[str, Any]) -> None:
     out = convert(obj, "v1alpha2")
@@ -96,30 +83,3 @@ def test_package_revision_v1alpha1_has_no_v1alpha2_fields(obj: dict[str, Any]) -
     assert "porch.kpt.dev/latest-revision" not in out["metadata"].get("labels", {})
     if "revision" in obj.get("status", {}):
         assert spec["revision"] == obj["status"]["revision"]
-
-
-@SETTINGS
-@given(gen.chart_v1alpha2)
-def test_chart_v1alpha1_lists_usable_versions_only(obj: dict[str, Any]) -> None:
-    out = convert(obj, "v1alpha1")
-    source = obj.get("status", {}).get("versions")
-    if source is None:
-        assert "versions" not in out.get("status", {})
-        return
-    usable = [e for e in source if charts.is_usable(e)]
-    listed = out["status"]["versions"]
-    assert [e["version"] for e in listed] == [e["version"] for e in usable]
-    assert all(not set(charts.VERDICT_FIELDS) & set(e) for e in listed)
-    assert all(e.get("digest") == u.get("digest") for e, u in zip(listed, usable, strict=True))
-
-
-@SETTINGS
-@given(gen.chart_v1alpha1)
-def test_chart_v1alpha2_entries_from_v1alpha1_have_no_verdict(obj: dict[str, Any]) -> None:
-    """Nothing carried: every entry arrives without a verdict, so the indexer examines it."""
-    annotations = obj["metadata"].get("annotations", {})
-    annotations.pop(CONVERSION_DATA, None)
-    out = convert(obj, "v1alpha2")
-    listed = out.get("status", {}).get("versions")
-    source = obj.get("status", {}).get("versions")
-    assert listed == (None if source is None else [{k: v for k, v in e.items() if k != "pulled"} for e in source])

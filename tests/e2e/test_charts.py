@@ -14,7 +14,7 @@ from tests.support.stack import WARDEN
 
 HELM = "helm.deckhouse.io"
 REPOSITORY = Resource(HELM, "v1alpha1", "helmclusteraddonrepositories", "HelmClusterAddonRepository", False)
-CHART = Resource(HELM, "v1alpha2", "helmclusteraddoncharts", "HelmClusterAddonChart", False)
+CHART = Resource(HELM, "v1alpha1", "helmclusteraddoncharts", "HelmClusterAddonChart", False)
 ADDON = Resource(HELM, "v1alpha1", "helmclusteraddons", "HelmClusterAddon", False)
 
 VALIDATE = "charts.validate.catalog-warden.io"

@@ -27,8 +27,6 @@ Obj = dict[str, Any]
 USER = "alice"
 USER_GROUPS = ("developers", "system:masters")
 """A human with every RBAC right (package revisions are written by users)."""
-CHART_MODULE = "system:serviceaccount:kube-system:operator-helm"
-"""A chart-module identity (DESIGN.md section 4): the only kind of user that may write charts."""
 
 SERVER_SET_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 """Metadata the apiserver assigns; what a client wrote is compared without these."""
@@ -56,7 +54,6 @@ class Kind:
 
 
 PACKAGE_REVISION = Kind("porch.kpt.dev", "packagerevisions", "PackageRevision", namespaced=True)
-CHART = Kind("helm.deckhouse.io", "helmclusteraddoncharts", "HelmClusterAddonChart", namespaced=False)
 
 
 def fits(obj: Obj, kind: str) -> Obj:
@@ -156,9 +153,6 @@ class Cluster:
 
     def revisions(self) -> Served:
         return self.served(PACKAGE_REVISION, USER, USER_GROUPS)
-
-    def charts(self) -> Served:
-        return self.served(CHART, CHART_MODULE)
 
     def stored(self, kind: Kind, name: str, namespace: str = "") -> Obj:
         """The object as the double stores it (always the storage version)."""

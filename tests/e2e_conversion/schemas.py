@@ -1,4 +1,4 @@
-"""The CRD schemas of the multi-version kinds, and what apiserver-side pruning would remove.
+"""The CRD schemas of our kinds, and what apiserver-side pruning would remove.
 
 kube-apiserver prunes every custom object against the schema of the version it is in: the body of
 a write, the object read from storage, and each object a conversion webhook returns
@@ -29,7 +29,7 @@ CRD_FILES: dict[tuple[str, str], Path] = {
     / "charts"
     / "helmclusteraddoncharts.yaml",
 }
-"""(group, kind) -> the CRD manifest serving it in two versions."""
+"""(group, kind) -> the CRD manifest serving it (PackageRevision in two versions, HelmClusterAddonChart in one)."""
 
 ROOT_KEPT = frozenset({"apiVersion", "kind", "metadata"})
 """Kept at the root whatever the schema says (the apiserver never prunes type and object meta)."""

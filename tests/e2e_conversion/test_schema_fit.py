@@ -21,14 +21,11 @@ from tests.conversion import strategies
 from tests.e2e_conversion.schemas import node_at, pruned, pruned_paths, schema_of, without_descriptions
 
 PORCH_V1, PORCH_V2 = "porch.kpt.dev/v1alpha1", "porch.kpt.dev/v1alpha2"
-HELM_V1, HELM_V2 = "helm.deckhouse.io/v1alpha1", "helm.deckhouse.io/v1alpha2"
-PR, CHART = "PackageRevision", "HelmClusterAddonChart"
+PR = "PackageRevision"
 
 DIRECTIONS: list[tuple[str, str, str, st.SearchStrategy[dict[str, Any]]]] = [
     (PR, PORCH_V1, PORCH_V2, strategies.package_revision_v1alpha1()),
     (PR, PORCH_V2, PORCH_V1, strategies.package_revision_v1alpha2()),
-    (CHART, HELM_V1, HELM_V2, strategies.chart_v1alpha1),
-    (CHART, HELM_V2, HELM_V1, strategies.chart_v1alpha2),
 ]
 
 
@@ -73,11 +70,6 @@ SAME_DATUM: list[tuple[str, str, tuple[str, ...], str, tuple[str, ...]]] = [
     (PR, PORCH_V1, ("spec", "tasks", "[]", "init"), PORCH_V2, ("spec", "source", "init")),
     (PR, PORCH_V1, ("spec", "tasks", "[]", "clone", "upstreamRef"), PORCH_V2, ("spec", "source", "cloneFrom")),
     (PR, PORCH_V1, ("spec", "tasks", "[]", "edit", "sourceRef"), PORCH_V2, ("spec", "source", "copyFrom")),
-    *[(CHART, HELM_V1, ("status", f), HELM_V2, ("status", f)) for f in ("iconURL", "conditions", "observedGeneration")],
-    *[
-        (CHART, HELM_V1, ("status", "versions", "[]", f), HELM_V2, ("status", "versions", "[]", f))
-        for f in ("version", "digest")
-    ],
 ]
 """(kind, v1alpha1, its path, v1alpha2, its path): the same datum, so the same declaration."""
 
@@ -119,11 +111,6 @@ RESERVED: list[tuple[str, str, tuple[str, ...], str]] = [
     (PR, PORCH_V2, ("spec",), "tasks"),
     (PR, PORCH_V2, ("spec",), "revision"),
     (PR, PORCH_V2, ("status",), "publishTimestamp"),
-    *[
-        (CHART, HELM_V1, ("status", "versions", "[]"), f)
-        for f in ("mediaType", "unavailableReason", "unavailableMessage")
-    ],
-    (CHART, HELM_V2, ("status", "versions", "[]"), "pulled"),
 ]
 """(kind, version, container, name): a name the other version gives a meaning to."""
 

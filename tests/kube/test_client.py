@@ -39,7 +39,7 @@ def test_table_is_the_crd_manifests_at_their_storage_versions_plus_the_builtins(
     from_crds = resources_from_crds(PROJECT_MANIFESTS / "crds")
     assert {k: v for k, v in RESOURCES.items() if k not in BUILTIN_KINDS} == from_crds
     assert from_crds[kinds.PACKAGE_REVISION].version == "v1alpha2"
-    assert from_crds[kinds.HELM_CLUSTER_ADDON_CHART].version == "v1alpha2"
+    assert from_crds[kinds.HELM_CLUSTER_ADDON_CHART].version == "v1alpha1"
     assert set(RESOURCES) >= DEFAULT_KINDS
     assert {kinds.NAMESPACE, kinds.SECRET, kinds.CONFIG_MAP, kinds.EVENT, kinds.LEASE} == BUILTIN_KINDS
 
@@ -51,7 +51,7 @@ def test_table_is_the_crd_manifests_at_their_storage_versions_plus_the_builtins(
          "/apis/solar.opendefense.cloud/v1alpha1/namespaces/ns/componentversions/a/status"),
         (RESOURCES[kinds.COMPONENT_VERSION], ("", "", ""), "/apis/solar.opendefense.cloud/v1alpha1/componentversions"),
         (RESOURCES[kinds.HELM_CLUSTER_ADDON_CHART], ("ignored", "c", ""),
-         "/apis/helm.deckhouse.io/v1alpha2/helmclusteraddoncharts/c"),
+         "/apis/helm.deckhouse.io/v1alpha1/helmclusteraddoncharts/c"),
         (RESOURCES[kinds.EVENT], ("ns", "", ""), "/api/v1/namespaces/ns/events"),
         (RESOURCES[kinds.NAMESPACE], ("", "team", ""), "/api/v1/namespaces/team"),
         (Resource(GroupKind("", "Secret"), "v1", "secrets", True), ("a b", "x/y", ""),

@@ -271,7 +271,7 @@ def test_emit_event_about_a_namespaced_object(writer: Writer, kube: Kube, red_cv
 def test_emit_event_about_a_cluster_scoped_object_goes_to_default_and_cuts_long_messages(
     writer: Writer, kube: Kube
 ) -> None:
-    chart = {"apiVersion": "helm.deckhouse.io/v1alpha2", "kind": "HelmClusterAddonChart", "metadata": {"name": "c"}}
+    chart = {"apiVersion": "helm.deckhouse.io/v1alpha1", "kind": "HelmClusterAddonChart", "metadata": {"name": "c"}}
     created = writer.emit_event(chart, "Pruned", "é" * 600, type="Warning")
     event = kube.get(kinds.EVENT, created["metadata"]["name"], "default")
     assert event["message"] == "é" * 512

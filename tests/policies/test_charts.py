@@ -18,8 +18,6 @@ from policies.charts import (
     MSG_URL_SCHEME,
     MSG_VERSION_MISSING,
     MSG_VERSION_UNUSABLE,
-    WARN_CHART_NOT_INDEXED,
-    WARN_CHART_NOT_INDEXED_LATEST,
     WARN_NO_USABLE_VERSION,
 )
 from policies.charts_naming import helm_cluster_addon_chart_name
@@ -62,13 +60,25 @@ def repository(name: str, url: str, *, deleting: bool = False) -> Obj:
     }
 
 
-def chart_object(name: str, versions: list[dict[str, Any]]) -> Obj:
+def chart_object(name: str, versions: list[dict[str, Any]], repo: str = "", chart: str = CHART) -> Obj:
+    """A chart object; with ``repo``, labelled as operator-helm labels it (B2), which is how it is found."""
+    meta: dict[str, Any] = {"name": name}
+    if repo:
+        meta["labels"] = {"heritage": "deckhouse", "repository": repo, "chart": chart}
     return {
-        "apiVersion": "helm.deckhouse.io/v1alpha2",
+        "apiVersion": "helm.deckhouse.io/v1alpha1",
         "kind": "HelmClusterAddonChart",
-        "metadata": {"name": name},
+        "metadata": meta,
         "status": {"versions": versions},
     }
+
+
+def oci_chart(versions: list[dict[str, Any]]) -> Obj:
+    return chart_object(OCI_CHART_OBJ, versions, OCI_REPO)
+
+
+def http_chart(versions: list[dict[str, Any]]) -> Obj:
+    return chart_object(HTTP_CHART_OBJ, versions, HTTP_REPO)
 
 
 def addon(
@@ -202,8 +212,8 @@ DENIED_IDENTITIES = [
     UserInfo("alice", ("system:serviceaccounts:kube-system",)),
     UserInfo(""),
 ]
-CHART_OBJ = chart_object(OCI_CHART_OBJ, [{"version": "1.0.0", "mediaType": MT}])
-CHART_CHANGED = chart_object(OCI_CHART_OBJ, [{"version": "1.0.0", "mediaType": MT}, {"version": "2.0.0"}])
+CHART_OBJ = oci_chart([{"version": "1.0.0", "mediaType": MT}])
+CHART_CHANGED = oci_chart([{"version": "1.0.0", "mediaType": MT}, {"version": "2.0.0"}])
 CHART_REQUESTS = [
     (Operation.CREATE, "", CHART_OBJ, None),
     (Operation.UPDATE, "", CHART_CHANGED, CHART_OBJ),
@@ -295,8 +305,8 @@ HTTP_VERSIONS = [
 CHART_VIEW = [
     (HELM_CLUSTER_ADDON_REPOSITORY, repository(OCI_REPO, "oci://registry.example.com/charts/podinfo")),
     (HELM_CLUSTER_ADDON_REPOSITORY, repository(HTTP_REPO, "https://charts.example.com")),
-    (HELM_CLUSTER_ADDON_CHART, chart_object(OCI_CHART_OBJ, OCI_VERSIONS)),
-    (HELM_CLUSTER_ADDON_CHART, chart_object(HTTP_CHART_OBJ, HTTP_VERSIONS)),
+    (HELM_CLUSTER_ADDON_CHART, oci_chart(OCI_VERSIONS)),
+    (HELM_CLUSTER_ADDON_CHART, http_chart(HTTP_VERSIONS)),
 ]
 REFORCE = f"or annotate HelmClusterAddonRepository {OCI_REPO} with reconcile.helm.deckhouse.io/force to re-examine it"
 UNSUPPORTED_3 = (
@@ -324,8 +334,9 @@ UNSUPPORTED_3 = (
             OCI_REPO,
             "1.4.0",
             False,
-            f'HelmClusterAddonChart {OCI_CHART_OBJ} version "1.4.0" cannot be deployed: '
-            f"the repository catalog has not resolved it yet; choose a usable version, {REFORCE}",
+            f'HelmClusterAddonChart {OCI_CHART_OBJ} version "1.4.0" cannot be deployed yet: '
+            "the repository catalog has not resolved it yet (no verdict recorded); "
+            f"the next sync of HelmClusterAddonRepository {OCI_REPO} examines it, retry after that",
         ),
         (
             OCI_REPO,
@@ -418,19 +429,19 @@ def test_addon_create_ignores_a_forged_last_applied_status():
 @pytest.mark.parametrize(
     ("view_items", "version", "warning"),
     [
-        ([], "1.0.0", f"HelmClusterAddonChart {OCI_CHART_OBJ} not indexed yet, 1.0.0 unchecked"),
-        ([], None, f"HelmClusterAddonChart {OCI_CHART_OBJ} not indexed yet, nothing to install"),
+        ([], "1.0.0", f"chart {CHART} of repository {OCI_REPO} not indexed yet, 1.0.0 unchecked"),
+        ([], None, f"chart {CHART} of repository {OCI_REPO} not indexed yet, nothing to install"),
         (CHART_VIEW, None, None),
         (
             [
                 CHART_VIEW[0],
-                (HELM_CLUSTER_ADDON_CHART, chart_object(OCI_CHART_OBJ, OCI_VERSIONS[:2] + OCI_VERSIONS[4:5])),
+                (HELM_CLUSTER_ADDON_CHART, oci_chart(OCI_VERSIONS[:2] + OCI_VERSIONS[4:5])),
             ],
             None,
             f"HelmClusterAddonChart {OCI_CHART_OBJ} has no usable version yet",
         ),
         (
-            [CHART_VIEW[0], (HELM_CLUSTER_ADDON_CHART, chart_object(OCI_CHART_OBJ, []))],
+            [CHART_VIEW[0], (HELM_CLUSTER_ADDON_CHART, oci_chart([]))],
             None,
             WARN_NO_USABLE_VERSION.format(chart=OCI_CHART_OBJ),
         ),
@@ -443,43 +454,81 @@ def test_addon_allowed_with_a_warning_when_it_cannot_be_checked(view_items, vers
     assert decision.warnings == ((warning,) if warning else ())
 
 
-def test_warnings_fit_120_characters_for_the_longest_chart_name():
-    longest = helm_cluster_addon_chart_name("r" * 63, "c" * 63)
-    for text in (
-        WARN_CHART_NOT_INDEXED.format(chart=longest, version="10.20.30"),
-        WARN_CHART_NOT_INDEXED_LATEST.format(chart=longest),
-        WARN_NO_USABLE_VERSION.format(chart=longest),
-    ):
-        assert len(text) <= 120, text
+def test_warnings_fit_120_characters_for_the_longest_names():
+    repo, chart = "r" * 63, "c" * 63
+    longest = helm_cluster_addon_chart_name(repo, chart)
+    lonely = chart_object(longest, [], repo, chart)
+    for view, version in (([], "10.20.30"), ([], None), ([(HELM_CLUSTER_ADDON_CHART, lonely)], None)):
+        req = request(HELM_CLUSTER_ADDON, Operation.CREATE, addon("a", repo, chart, version))
+        (warning,) = run(charts.addon_deployable_version, req, view_of(*view)).warnings
+        assert len(warning) <= 120, warning
 
 
-def test_addon_chart_found_by_the_naming_rule_with_hashed_names():
+ODD_VERSIONS = [
+    {"version": "4.0.0", "unavailableReason": "ResolvePending", "unavailableMessage": "manifest request failed"}
+]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a-very-long-reposito-chart-ingress-nginx-dec14d9642db",  # upstream's current scheme (B5)
+        "a-very-long-repository-name-x-ingress-nginx",  # the older "<repo>-<chart>" scheme
+        "catalog-0001",  # any other scheme upstream may adopt
+    ],
+)
+def test_addon_chart_found_by_its_labels_whatever_its_name(name):
+    """Today's lookup derived the name; any other scheme read as "not indexed yet" and let 4.0.0 through."""
     repo, chart = "a-very-long-repository-name-x", "ingress-nginx"
-    name = "a-very-long-reposito-chart-ingress-nginx-dec14d9642db"
     view = view_of(
         (HELM_CLUSTER_ADDON_REPOSITORY, repository(repo, "oci://r.example.com/ingress-nginx")),
-        (
-            HELM_CLUSTER_ADDON_CHART,
-            chart_object(
-                name,
-                [
-                    {
-                        "version": "4.0.0",
-                        "unavailableReason": "ResolvePending",
-                        "unavailableMessage": "manifest request failed",
-                    }
-                ],
-            ),
-        ),
+        (HELM_CLUSTER_ADDON_CHART, chart_object(name, ODD_VERSIONS, repo, chart)),
     )
     decision = run(
         charts.addon_deployable_version,
         request(HELM_CLUSTER_ADDON, Operation.CREATE, addon("a", repo, chart, "4.0.0")),
         view,
     )
-    assert decision.message == MSG_VERSION_UNUSABLE.format(
-        chart=name, version="4.0.0", detail="ResolvePending: manifest request failed", repository=repo
+    assert (decision.allowed, decision.warnings) == (False, ())
+    assert decision.message == (
+        f'HelmClusterAddonChart {name} version "4.0.0" cannot be deployed: ResolvePending: manifest request failed; '
+        "choose a usable version, or annotate HelmClusterAddonRepository a-very-long-repository-name-x "
+        "with reconcile.helm.deckhouse.io/force to re-examine it"
     )
+
+
+def test_addon_chart_is_never_found_by_its_name_alone():
+    """An object with the derived name but another pair's labels (or none) is not this chart."""
+    for labels in ({}, {"repository": OCI_REPO, "chart": "other"}):
+        obj = oci_chart(ODD_VERSIONS)
+        obj["metadata"]["labels"] = labels
+        req = request(HELM_CLUSTER_ADDON, Operation.CREATE, addon("a", OCI_REPO, CHART, "4.0.0"))
+        decision = run(charts.addon_deployable_version, req, view_of(CHART_VIEW[0], (HELM_CLUSTER_ADDON_CHART, obj)))
+        assert decision.allowed
+        assert decision.warnings == (f"chart {CHART} of repository {OCI_REPO} not indexed yet, 4.0.0 unchecked",)
+
+
+def test_two_objects_with_one_pair_resolve_the_same_way_every_time():
+    """Live before terminating, then the lowest name: every reader (gate and index) picks the same one."""
+    good = chart_object("z-live", [{"version": "1.0.0", "mediaType": MT}], OCI_REPO)
+    going = chart_object("a-going", [], OCI_REPO)
+    going["metadata"]["deletionTimestamp"] = "2026-05-01T11:00:00Z"
+    other = chart_object("b-live", ODD_VERSIONS, OCI_REPO)
+    view = view_of(*((HELM_CLUSTER_ADDON_CHART, c) for c in (good, going, other)))
+    assert charts.find_chart(view, OCI_REPO, CHART) is not None
+    assert charts.find_chart(view, OCI_REPO, CHART)["metadata"]["name"] == "b-live"
+    assert charts.find_chart(view, OCI_REPO, "") is None
+    assert charts.find_chart(view, OCI_REPO, "other") is None
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [None, "repository=x", {"repository": 7, "chart": "podinfo"}, {"repository": "", "chart": "podinfo"}],
+)
+def test_malformed_chart_labels_are_not_indexed(labels):
+    obj = oci_chart([])
+    obj["metadata"]["labels"] = labels
+    assert list(charts.INDEXES[HELM_CLUSTER_ADDON_CHART][charts.CHARTS_BY_LABELS](obj)) == []
 
 
 # --- HelmClusterAddon: one addon per (repository, chart) --------------------------------------------
@@ -744,12 +793,123 @@ def name_of_(obj: Obj) -> str:
 
 
 def test_not_indexed_warning_fits_with_a_long_version():
-    """The version is the user's own text; with the longest chart name it overflowed 120 characters."""
+    """The version is the user's own text; with the longest names the warning is fitted, the version kept."""
     repo, chart = "r" * 63, "c" * 63
-    longest = helm_cluster_addon_chart_name(repo, chart)
     req = request(HELM_CLUSTER_ADDON, Operation.CREATE, addon("a", repo, chart, "10.20.30-beta.1+build.5"))
     decision = run(charts.addon_deployable_version, req)
-    assert decision.warnings == (
-        f"HelmClusterAddonChart {longest[:23]}…{longest[-23:]} not indexed yet, 10.20.30-beta.1+build.5 unchecked",
+    (warning,) = decision.warnings
+    assert len(warning) <= 120
+    assert warning.startswith("chart ccc") and warning.endswith(" not indexed yet, 10.20.30-beta.1+build.5 unchecked")
+    assert " of repository rrr" in warning
+
+
+# --- InvalidChartReference and ociRef (reference B2, B7) ------------------------------------------
+
+DIGEST_REF = (
+    'oci reference "oci://ghcr.io/acme/podinfo@sha256:0f" addresses a digest, '
+    "which cannot be expressed as a chart version tag"
+)
+OCI_REF_VERSIONS = [
+    {"version": "3.0.0", "ociRef": "oci://ghcr.io/acme/podinfo:3.0.0"},
+    {"version": "2.5.0", "unavailableReason": "InvalidChartReference", "unavailableMessage": DIGEST_REF},
+    {"version": "2.4.0", "unavailableReason": "InvalidChartReference"},
+]
+
+
+def invalid_reference(chart: str, repo: str, version: str, detail: str) -> str:
+    return (
+        f'HelmClusterAddonChart {chart} version "{version}" cannot be deployed: {detail}; '
+        f"the Helm repository index of HelmClusterAddonRepository {repo} points at an invalid OCI reference, "
+        "choose another version or have the repository fix its index"
     )
-    assert len(decision.warnings[0]) <= 120
+
+
+@pytest.mark.parametrize(
+    ("version", "cached_repo", "message"),
+    [
+        ("3.0.0", True, ""),  # an ociRef version has no mediaType by design: examined at deploy time
+        ("3.0.0", False, ""),
+        (
+            "2.5.0",
+            True,
+            invalid_reference(HTTP_CHART_OBJ, HTTP_REPO, "2.5.0", f"InvalidChartReference: {DIGEST_REF}"),
+        ),
+        ("2.4.0", True, invalid_reference(HTTP_CHART_OBJ, HTTP_REPO, "2.4.0", "InvalidChartReference")),
+        ("2.4.0", False, invalid_reference(HTTP_CHART_OBJ, HTTP_REPO, "2.4.0", "InvalidChartReference")),
+    ],
+)
+def test_http_repository_index_pointing_at_oci(version, cached_repo, message):
+    items = [(HELM_CLUSTER_ADDON_CHART, http_chart(OCI_REF_VERSIONS))]
+    if cached_repo:
+        items.append(CHART_VIEW[1])
+    req = request(HELM_CLUSTER_ADDON, Operation.CREATE, addon("a", HTTP_REPO, version=version))
+    decision = run(charts.addon_deployable_version, req, view_of(*items))
+    assert (decision.allowed, decision.message, decision.warnings) == (not message, message, ())
+
+
+def test_invalid_chart_reference_is_never_usable_even_with_a_media_type():
+    """A reference that cannot be pulled cannot be made deployable by a recorded layer type."""
+    entry = {"version": "1.0.0", "mediaType": MT, "unavailableReason": "InvalidChartReference"}
+    for oci in (True, False, None):
+        assert charts.entry_usable(entry, oci) is False
+    req = request(HELM_CLUSTER_ADDON, Operation.CREATE, addon("a", version="1.0.0"))
+    decision = run(
+        charts.addon_deployable_version, req, view_of(CHART_VIEW[0], (HELM_CLUSTER_ADDON_CHART, oci_chart([entry])))
+    )
+    assert decision.message == invalid_reference(OCI_CHART_OBJ, OCI_REPO, "1.0.0", "InvalidChartReference")
+
+
+def test_latest_with_only_invalid_references_warns():
+    only_invalid = http_chart(OCI_REF_VERSIONS[1:])
+    req = request(HELM_CLUSTER_ADDON, Operation.CREATE, addon("a", HTTP_REPO, version=None))
+    decision = run(
+        charts.addon_deployable_version, req, view_of(CHART_VIEW[1], (HELM_CLUSTER_ADDON_CHART, only_invalid))
+    )
+    assert decision.allowed
+    assert decision.warnings == (f"HelmClusterAddonChart {HTTP_CHART_OBJ} has no usable version yet",)
+
+
+# --- seed 004's upgrade window: entries in the pre-upgrade shape ----------------------------------
+
+PRE_UPGRADE = [
+    {"version": "1.1.0", "digest": "sha256:11", "pulled": True},
+    {"version": "1.0.0", "digest": "sha256:10", "pulled": False},
+]
+"""``status.versions[]`` as operator-helm @7c1f84f writes it (shared/upstream/operator-helm CRD): no verdicts."""
+
+
+def unresolved(chart: str, repo: str, version: str) -> str:
+    return (
+        f'HelmClusterAddonChart {chart} version "{version}" cannot be deployed yet: '
+        "the repository catalog has not resolved it yet (no verdict recorded); "
+        f"the next sync of HelmClusterAddonRepository {repo} examines it, retry after that"
+    )
+
+
+@pytest.mark.parametrize(
+    ("repo", "version", "message"),
+    [
+        (HTTP_REPO, "1.1.0", ""),  # HTTP versions never carry a media type: listed means usable
+        (HTTP_REPO, "1.0.0", ""),  # pulled: false says nothing about usability
+        (OCI_REPO, "1.1.0", unresolved(OCI_CHART_OBJ, OCI_REPO, "1.1.0")),  # no media type: examined next pass
+    ],
+)
+def test_pre_upgrade_entries_are_read_as_not_examined_yet(repo, version, message):
+    chart = chart_object(helm_cluster_addon_chart_name(repo, CHART), PRE_UPGRADE, repo)
+    repository_item = CHART_VIEW[0] if repo == OCI_REPO else CHART_VIEW[1]
+    req = request(HELM_CLUSTER_ADDON, Operation.CREATE, addon("a", repo, version=version))
+    decision = run(charts.addon_deployable_version, req, view_of(repository_item, (HELM_CLUSTER_ADDON_CHART, chart)))
+    assert (decision.allowed, decision.message, decision.warnings) == (not message, message, ())
+
+
+def test_pre_upgrade_running_version_stays_changeable():
+    """The version the addon runs passes during the window, so its values can still be edited."""
+    chart = oci_chart(PRE_UPGRADE)
+    applied = {"helmClusterAddonChart": CHART, "helmClusterAddonRepository": OCI_REPO, "version": "1.1.0"}
+    old = addon("a", version="1.0.0", last_applied=applied)
+    new = addon("a", version="1.1.0", last_applied=applied)
+    req = request(HELM_CLUSTER_ADDON, Operation.UPDATE, new, old)
+    assert (
+        run(charts.addon_deployable_version, req, view_of(CHART_VIEW[0], (HELM_CLUSTER_ADDON_CHART, chart)))
+        == Decision()
+    )

@@ -10,6 +10,9 @@ import pytest
 import yaml
 
 from policies import charts
+from policies.chart_index import MESSAGE_LIMIT
+from policies.conversion import CONVERTERS
+from tests.e2e_conversion.schemas import pruned_paths
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "manifests" / "crds" / "charts"
 FILES = {
@@ -49,41 +52,150 @@ def test_crd_is_cluster_scoped_in_the_deckhouse_group(kind):
     for v in crd["spec"]["versions"]:
         assert v["served"] is True
         assert v["subresources"] == {"status": {}}
-    assert [v["name"] for v in crd["spec"]["versions"] if v["storage"]] == (
-        ["v1alpha2"] if kind == "HelmClusterAddonChart" else ["v1alpha1"]
-    )
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"]  # one version, as upstream
+    assert [v["name"] for v in crd["spec"]["versions"] if v["storage"]] == ["v1alpha1"]
 
 
-def test_chart_crd_converts_through_the_webhook():
+def test_chart_crd_has_no_conversion():
+    """Upstream extends the status in place (B2); an invented second version would need a converter."""
     crd = load("HelmClusterAddonChart")
-    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1", "v1alpha2"]
-    assert crd["spec"]["conversion"] == {
-        "strategy": "Webhook",
-        "webhook": {
-            "conversionReviewVersions": ["v1"],
-            "clientConfig": {
-                "service": {"name": "catalog-warden", "namespace": "catalog-warden", "path": "/convert", "port": 443}
-            },
+    assert crd["spec"]["conversion"] == {"strategy": "None"}
+    assert "cert-manager.io/inject-ca-from" not in (crd["metadata"].get("annotations") or {})
+    assert not [key for key in CONVERTERS if key[0] == "helm.deckhouse.io"]
+
+
+def test_chart_versions_shape_is_upstreams_chart_catalog_status():
+    crd = load("HelmClusterAddonChart")
+    root = schema(crd, "v1alpha1")
+    assert "spec" not in root["properties"]  # status only, as upstream
+    status = root["properties"]["status"]["properties"]
+    assert sorted(status) == ["conditions", "iconURL", "observedGeneration", "versions"]
+    entry = status["versions"]["items"]
+    assert sorted(entry["properties"]) == [
+        "digest",
+        "mediaType",
+        "ociRef",
+        "pulled",
+        "unavailableMessage",
+        "unavailableReason",
+        "version",
+    ]
+    assert (
+        entry["properties"]["unavailableReason"]["enum"]
+        == list(charts.UNAVAILABLE_REASONS)
+        == [
+            "RemovedFromRepository",
+            "UnsupportedMediaType",
+            "ResolvePending",
+            "InvalidChartReference",
+        ]
+    )
+    assert entry["properties"]["unavailableMessage"]["maxLength"] == MESSAGE_LIMIT == 256
+    assert entry["required"] == ["version"]  # pulled was required before verdicts; the new shape has none
+
+
+# --- upstream's CRDs as shipped (shared/upstream/operator-helm) ----------------------------------
+
+UPSTREAM = Path("/work/shared/upstream/operator-helm")
+needs_upstream = pytest.mark.skipif(not UPSTREAM.is_dir(), reason="shared/upstream/operator-helm not present")
+
+
+def upstream(kind: str) -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all((UPSTREAM / FILES[kind]).read_text()) if d]
+    (crd,) = docs
+    return crd
+
+
+def _declared_paths(node: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Every property path a schema declares, with its node."""
+    found: list[tuple[str, Any]] = []
+    for key, child in (node.get("properties") or {}).items():
+        where = f"{path}.{key}" if path else key
+        found.append((where, child))
+        found += _declared_paths(child, where)
+    if isinstance(node.get("items"), dict):
+        found += _declared_paths(node["items"], f"{path}[]")
+    return found
+
+
+def _node(root: Any, path: str) -> Any:
+    node = root
+    for step in path.replace("[]", ".[]").split("."):
+        if not step:
+            continue
+        if step == "[]":
+            node = node.get("items")
+        else:
+            node = (
+                (node.get("properties") or {}).get(step)
+                if not node.get("x-kubernetes-preserve-unknown-fields")
+                else node
+            )
+        if node is None:
+            return None
+    return node
+
+
+@needs_upstream
+@pytest.mark.parametrize("kind", FILES)
+def test_every_field_upstream_declares_is_declared_alike(kind):
+    """Nothing upstream writes is pruned by ours: every path it declares exists here with its type."""
+    theirs, ours = schema(upstream(kind), "v1alpha1"), schema(load(kind), "v1alpha1")
+    missing, retyped = [], []
+    for path, node in _declared_paths(theirs):
+        mine = _node(ours, path)
+        if mine is None:
+            missing.append(path)
+        elif mine.get("x-kubernetes-preserve-unknown-fields") and not node.get("properties"):
+            continue
+        elif node.get("type") != mine.get("type"):
+            retyped.append((path, node.get("type"), mine.get("type")))
+    assert (missing, retyped) == ([], [])
+
+
+@needs_upstream
+def test_what_upstream_writes_in_either_shape_is_accepted_and_kept():
+    """An object in the pre-upgrade shape (upstream's CRD as shipped) and one in the current shape
+    (ChartCatalogStatus, B2) are neither pruned nor rejected by our schema."""
+    ours = schema(load("HelmClusterAddonChart"), "v1alpha1")
+    pre_upgrade = {"version": "1.0.0", "digest": "sha256:10", "pulled": True}
+    current = [
+        {"version": "2.0.0", "mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip"},
+        {"version": "1.9.0", "ociRef": "oci://ghcr.io/acme/podinfo:1.9.0"},
+        {"version": "1.8.0", "unavailableReason": "InvalidChartReference", "unavailableMessage": "carries no tag"},
+        {"version": "1.7.0", "unavailableReason": "ResolvePending"},
+    ]
+    condition = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Success",
+        "message": "",
+        "lastTransitionTime": "2026-05-01T12:00:00Z",
+        "observedGeneration": 1,
+    }
+    obj = {
+        "apiVersion": "helm.deckhouse.io/v1alpha1",
+        "kind": "HelmClusterAddonChart",
+        "metadata": {"name": "podinfo-chart-podinfo", "labels": {"heritage": "deckhouse"}},
+        "status": {
+            "iconURL": "https://charts.example.com/icon.png",
+            "observedGeneration": 3,
+            "conditions": [condition],
+            "versions": [*current, pre_upgrade],
         },
     }
-    assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "catalog-warden/catalog-warden-serving"
-
-
-def test_chart_versions_shapes():
-    crd = load("HelmClusterAddonChart")
-    for name in ("v1alpha1", "v1alpha2"):
-        assert "spec" not in schema(crd, name)["properties"]  # status only, as upstream
-    v1 = schema(crd, "v1alpha1")["properties"]["status"]["properties"]["versions"]["items"]
-    v2 = schema(crd, "v1alpha2")["properties"]["status"]["properties"]["versions"]["items"]
-    assert sorted(v1["properties"]) == ["digest", "pulled", "version"]
-    assert sorted(v2["properties"]) == ["digest", "mediaType", "unavailableMessage", "unavailableReason", "version"]
-    assert v2["properties"]["unavailableReason"]["enum"] == [
-        "RemovedFromRepository",
-        "UnsupportedMediaType",
-        "ResolvePending",
+    assert pruned_paths(obj, ours) == []
+    assert pruned_paths(obj, schema(upstream("HelmClusterAddonChart"), "v1alpha1")) != []  # the old CRD would prune
+    problems = [
+        (entry["version"], field)
+        for entry in obj["status"]["versions"]
+        for field in ours["properties"]["status"]["properties"]["versions"]["items"]["required"]
+        if field not in entry
     ]
-    assert v2["properties"]["unavailableMessage"]["maxLength"] == 256
-    assert v1["required"] == v2["required"] == ["version"]
+    assert problems == []
+    for entry in current:
+        reason = entry.get("unavailableReason")
+        assert reason is None or reason in charts.UNAVAILABLE_REASONS
 
 
 def test_addon_chart_reference_fields():

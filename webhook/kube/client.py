@@ -90,7 +90,7 @@ RESOURCES: Mapping[GroupKind, Resource] = {
         _r(kinds.PACKAGE_REVISION, "v1alpha2", "packagerevisions", status=True),
         _r(kinds.REPOSITORY, "v1alpha1", "repositories", status=True),
         _r(kinds.HELM_CLUSTER_ADDON, "v1alpha1", "helmclusteraddons", namespaced=False, status=True),
-        _r(kinds.HELM_CLUSTER_ADDON_CHART, "v1alpha2", "helmclusteraddoncharts", namespaced=False, status=True),
+        _r(kinds.HELM_CLUSTER_ADDON_CHART, "v1alpha1", "helmclusteraddoncharts", namespaced=False, status=True),
         _r(
             kinds.HELM_CLUSTER_ADDON_REPOSITORY,
             "v1alpha1",

@@ -12,8 +12,10 @@ tag alike); anything else is ResolvePending for that tag and the rest of the pas
 A failed tag listing writes nothing: a read error never turns into a verdict. Each repository's
 failure, whatever it is, stays its own: the pass goes on with the others.
 
-The chart object (named by ``policies.charts_naming``) is created when missing, owned by its
-repository; it is never deleted here (an addon may still use it; the owner cascade removes it
+The chart object is found by its ``repository`` and ``chart`` labels (the cache index
+``policies.charts.CHARTS_BY_LABELS``), whatever name the module that created it gave it; only a
+missing one is created, labelled, named by ``policies.charts_naming`` and owned by its
+repository. It is never deleted here (an addon may still use it; the owner cascade removes it
 with the repository). The force-reconcile annotation is removed only after a pass whose fetch
 ran and whose result was stored, so a request for a full pass cannot be swallowed by a pass that
 failed before fetching or whose status write met a conflict.
@@ -46,7 +48,7 @@ from policies.chart_index import (
     tags_to_examine,
 )
 from policies.chart_repository_status import PassOutcome, desired_repository_status
-from policies.charts import ADDONS_BY_REPOSITORY, OCI_SCHEME
+from policies.charts import ADDONS_BY_REPOSITORY, LABEL_CHART, LABEL_REPOSITORY, OCI_SCHEME, find_chart
 from policies.charts_naming import helm_cluster_addon_chart_name
 from policies.kinds import HELM_CLUSTER_ADDON, HELM_CLUSTER_ADDON_CHART, HELM_CLUSTER_ADDON_REPOSITORY
 from policies.model import Obj
@@ -62,11 +64,8 @@ from webhook.sidecar.clients import RegistryClients
 
 log = logging.getLogger("catalog_warden.sidecar.chart_index")
 
-CHART_API_VERSION = "helm.deckhouse.io/v1alpha2"
+CHART_API_VERSION = "helm.deckhouse.io/v1alpha1"
 REPOSITORY_API_VERSION = "helm.deckhouse.io/v1alpha1"
-LABEL_REPOSITORY = "repository"
-LABEL_CHART = "chart"
-"""operator-helm's labels (B2): the only way back from the hashed object name to the pair."""
 
 
 class RepositoryDenied(Exception):
@@ -178,7 +177,9 @@ class ChartIndexer:
             failed = PassOutcome(fetched=True, failed=True, error=f"{type(exc).__name__}: {exc}")
             await asyncio.to_thread(self._write_repository, repo, failed, now, False, report)
             raise
-        chart_name = helm_cluster_addon_chart_name(name_of(repo), location.chart)
+        chart_name = (
+            name_of(current) if current is not None else helm_cluster_addon_chart_name(name_of(repo), location.chart)
+        )
         stored = await asyncio.to_thread(self._write, repo, chart_name, location.chart, current, desired, report)
         if not stored:
             return  # a conflict: the next pass decides again from fresh state, repository status included
@@ -193,7 +194,7 @@ class ChartIndexer:
         report.requests += 1
         tags = await client.tags(location.repository)
         repo_name = name_of(repo)
-        chart = self.view.get(HELM_CLUSTER_ADDON_CHART, helm_cluster_addon_chart_name(repo_name, location.chart))
+        chart = find_chart(self.view, repo_name, location.chart)
         existing = dig(chart, "status", "versions", default=None)
         existing = existing if isinstance(existing, list) else None
         todo = tags_to_examine(tags, existing, force)
