@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from policies.chart_index import FORCE_RECONCILE_ANNOTATION as FORCE
 from policies.chart_index import MSG_NO_LAYER, MSG_REMOVED
 from policies.chart_repository_status import MSG_PARTIAL, MSG_SYNCED
 from policies.charts_naming import helm_cluster_addon_chart_name
@@ -483,3 +484,100 @@ async def test_repository_status_partial_then_full_then_forced(
         "conditions": [synced],
     }
     assert force not in (admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO)["metadata"].get("annotations") or {})
+
+
+# --- seed 004's upgrade window: a chart object written by the pre-upgrade module ------------------
+
+OLD_NAME = f"{REPO}-{CHART}"
+"""The older ``<repo>-<chart>`` naming scheme (B5): not the name the index derives today."""
+
+
+def pre_upgrade_chart(admin: Kube, repo: dict[str, Any], name: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A chart object as operator-helm @7c1f84f leaves it: its labels, its owner, {version, digest, pulled}."""
+    owner = {
+        "apiVersion": HELM,
+        "kind": "HelmClusterAddonRepository",
+        "name": REPO,
+        "uid": repo["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    body = {
+        "apiVersion": HELM,
+        "kind": "HelmClusterAddonChart",
+        "metadata": {
+            "name": name,
+            "labels": {"heritage": "deckhouse", "repository": REPO, "chart": CHART},
+            "ownerReferences": [owner],
+        },
+    }
+    created = admin.create(HELM_CLUSTER_ADDON_CHART, body)
+    return Writer(admin).patch_status(HELM_CLUSTER_ADDON_CHART, created, {"versions": entries}) or created
+
+
+@pytest.mark.parametrize("name", [CHART_OBJECT, OLD_NAME])
+async def test_pre_upgrade_entries_are_examined_again_without_a_force_reconcile(
+    name: str,
+    indexer: ChartIndexer,
+    repository: dict[str, Any],
+    admin: Kube,
+    helm_cache: InformerCache,
+    http: httpx.Client,
+    counting: Counting,
+    writes: Writes,
+) -> None:
+    """Entries with no verdict (no mediaType, no reason) are examined by the next normal pass, into the
+    object the module created whatever its name; no second chart object appears, no force is needed."""
+    legacy = push(http, "1.0.0", LEGACY)
+    modern = push(http, "1.1.0", CONTENT)
+    pre_upgrade_chart(
+        admin,
+        repository,
+        name,
+        [
+            {"version": "1.1.0", "digest": modern, "pulled": True},
+            {"version": "1.0.0", "digest": legacy, "pulled": False},
+        ],
+    )
+    settle(admin, helm_cache)
+    counting.clear()
+    writes.clear()
+
+    report = await index(indexer, admin, helm_cache)
+
+    assert report.repositories[REPO].error == ""
+    assert sorted(counting.requests) == sorted([TAGS_LIST, manifest_get("1.0.0"), manifest_get("1.1.0")])
+    assert [o["metadata"]["name"] for o in admin.list(HELM_CLUSTER_ADDON_CHART)["items"]] == [name]
+    assert not report.repositories[REPO].created
+    assert admin.get(HELM_CLUSTER_ADDON_CHART, name)["status"]["versions"] == [
+        {"version": "1.1.0", "digest": modern, "mediaType": CONTENT},
+        {"version": "1.0.0", "digest": legacy, "mediaType": LEGACY},
+    ]
+    assert FORCE not in (admin.get(HELM_CLUSTER_ADDON_REPOSITORY, REPO)["metadata"].get("annotations") or {})
+
+    # and then steady: the verdicts are known now
+    counting.clear()
+    writes.clear()
+    await index(indexer, admin, helm_cache)
+    assert counting.requests == [TAGS_LIST]
+    assert writes.calls == []
+
+
+async def test_created_chart_object_carries_the_labels_the_lookup_uses(
+    indexer: ChartIndexer,
+    repository: dict[str, Any],
+    admin: Kube,
+    helm_cache: InformerCache,
+    http: httpx.Client,
+) -> None:
+    """Created once, then found again by its labels (not recreated) on the next pass with a new tag."""
+    push(http, "1.0.0", CONTENT)
+    first = await index(indexer, admin, helm_cache)
+    assert first.repositories[REPO].created
+    (chart,) = admin.list(HELM_CLUSTER_ADDON_CHART)["items"]
+    assert chart["metadata"]["labels"] == {"repository": REPO, "chart": CHART}
+    assert chart["apiVersion"] == HELM
+    push(http, "1.1.0", CONTENT)
+    second = await index(indexer, admin, helm_cache)
+    assert not second.repositories[REPO].created
+    assert [v["version"] for v in versions(admin)] == ["1.1.0", "1.0.0"]
