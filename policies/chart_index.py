@@ -68,6 +68,9 @@ class UnavailableReason(StrEnum):
     REMOVED = "RemovedFromRepository"
     UNSUPPORTED = "UnsupportedMediaType"
     PENDING = "ResolvePending"
+    INVALID_REFERENCE = "InvalidChartReference"
+    """Helm HTTP repositories only (``policies.chart_http_index``): the index points at a reference
+    the module cannot pull."""
 
 
 # ---- what one manifest request said ---------------------------------------------------------------

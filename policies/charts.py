@@ -31,9 +31,9 @@ from policies.kinds import (
     HELM_CLUSTER_ADDON_REPOSITORY,
 )
 from policies.model import AdmissionRequest, Obj, Operation
-from policies.objects import dig, is_terminating, json_type, name_of
+from policies.objects import dig, is_terminating, json_type, labels_of, name_of
 from policies.rules import ALL_WRITES, Context, Family, Rule
-from policies.view import View
+from policies.view import Indexes, View
 
 CREATE_UPDATE = frozenset({Operation.CREATE, Operation.UPDATE})
 
@@ -140,15 +140,13 @@ CHARTS_BY_LABELS = "labels"
 
 
 def _charts_by_labels(chart: Obj) -> Iterable[str]:
-    labels = dig(chart, "metadata", "labels", default=None)
-    if not isinstance(labels, Mapping):
-        return
+    labels = labels_of(chart)
     repository, name = labels.get(LABEL_REPOSITORY), labels.get(LABEL_CHART)
     if isinstance(repository, str) and isinstance(name, str) and repository and name:
         yield addon_chart_key(repository, name)
 
 
-INDEXES = {
+INDEXES: Indexes = {
     HELM_CLUSTER_ADDON: {
         ADDONS_BY_CHART: _addons_by_chart,
         ADDONS_BY_REPOSITORY: _addons_by_repository,

@@ -29,6 +29,7 @@ from policies.kinds import (
 )
 from policies.objects import format_time, ref_of
 from policies.sidecar_config import ChartIndexConfig
+from tests.registry.scripted_server import ScriptedServer
 from tests.sidecar.conftest import SOLAR, T0, WARDEN_NS, Counting, Writes, counting_factory, secret_reader
 from tests.support.registry import RegistryServer, push_artifact, push_helm_chart
 from tests.support.server import wait_until
@@ -581,3 +582,99 @@ async def test_created_chart_object_carries_the_labels_the_lookup_uses(
     second = await index(indexer, admin, helm_cache)
     assert not second.repositories[REPO].created
     assert [v["version"] for v in versions(admin)] == ["1.1.0", "1.0.0"]
+
+
+# --- a Helm HTTP repository whose index points at oci:// (B2 ociRef, InvalidChartReference) --------
+
+HTTP_REPO = "http-charts"
+HTTP_INDEX = """
+apiVersion: v1
+entries:
+  podinfo:
+    - version: 6.6.0
+      icon: https://charts.example.com/podinfo.png
+      urls: [oci://ghcr.io/stefanprodan/charts/podinfo]
+    - version: 6.5.0
+      urls: [oci://ghcr.io/stefanprodan/charts/podinfo@sha256:0f]
+    - version: 6.4.0
+      urls: [podinfo-6.4.0.tgz]
+  nginx:
+    - version: 1.0.0
+      urls: [https://charts.example.com/nginx-1.0.0.tgz]
+"""
+
+
+@pytest.fixture
+def index_server() -> Iterator[ScriptedServer]:
+    server = ScriptedServer().start()
+    yield server
+    server.stop()
+
+
+async def test_http_repository_index_records_oci_refs_and_invalid_references(
+    indexer: ChartIndexer, admin: Kube, helm_cache: InformerCache, index_server: ScriptedServer, writes: Writes
+) -> None:
+    index_server.route(
+        "GET", "/charts/index.yaml", lambda seen: (200, {"Content-Type": "text/yaml"}, HTTP_INDEX.encode())
+    )
+    admin.create(
+        HELM_CLUSTER_ADDON_REPOSITORY,
+        {
+            "apiVersion": HELM,
+            "kind": "HelmClusterAddonRepository",
+            "metadata": {"name": HTTP_REPO},
+            "spec": {"url": f"{index_server.base_url}/charts/"},
+        },
+    )
+    settle(admin, helm_cache)
+
+    report = await index(indexer, admin, helm_cache)
+
+    assert report.repositories[HTTP_REPO].error == ""
+    assert [s.path for s in index_server.seen] == ["/charts/index.yaml"]  # one request for the whole index
+    by_chart = {o["metadata"]["labels"]["chart"]: o for o in admin.list(HELM_CLUSTER_ADDON_CHART)["items"]}
+    assert sorted(by_chart) == ["nginx", "podinfo"]
+    podinfo = by_chart["podinfo"]
+    assert podinfo["metadata"]["name"] == helm_cluster_addon_chart_name(HTTP_REPO, "podinfo")
+    assert podinfo["metadata"]["labels"] == {"repository": HTTP_REPO, "chart": "podinfo"}
+    assert podinfo["status"]["iconURL"] == "https://charts.example.com/podinfo.png"
+    assert podinfo["status"]["versions"] == [
+        {"version": "6.6.0", "ociRef": "oci://ghcr.io/stefanprodan/charts/podinfo:6.6.0"},
+        {
+            "version": "6.5.0",
+            "unavailableReason": "InvalidChartReference",
+            "unavailableMessage": 'oci reference "oci://ghcr.io/stefanprodan/charts/podinfo@sha256:0f" addresses a '
+            "digest, which cannot be expressed as a chart version tag",
+        },
+        {"version": "6.4.0"},
+    ]
+    assert by_chart["nginx"]["status"]["versions"] == [{"version": "1.0.0"}]
+    assert admin.get(HELM_CLUSTER_ADDON_REPOSITORY, HTTP_REPO)["status"]["chartCount"] == 2
+
+    # steady: the index again, nothing written
+    writes.clear()
+    index_server.seen.clear()
+    await index(indexer, admin, helm_cache)
+    assert [s.path for s in index_server.seen] == ["/charts/index.yaml"]
+    assert writes.calls == []
+
+
+async def test_http_index_that_cannot_be_read_writes_no_chart(
+    indexer: ChartIndexer, admin: Kube, helm_cache: InformerCache, index_server: ScriptedServer
+) -> None:
+    index_server.route("GET", "/index.yaml", lambda seen: (200, {}, b"entries: [unclosed"))
+    admin.create(
+        HELM_CLUSTER_ADDON_REPOSITORY,
+        {
+            "apiVersion": HELM,
+            "kind": "HelmClusterAddonRepository",
+            "metadata": {"name": HTTP_REPO},
+            "spec": {"url": index_server.base_url},
+        },
+    )
+    settle(admin, helm_cache)
+    report = await index(indexer, admin, helm_cache)
+    assert report.repositories[HTTP_REPO].error.startswith(
+        f"IndexFetchError: GET {index_server.base_url}/index.yaml: not YAML:"
+    )
+    assert admin.list(HELM_CLUSTER_ADDON_CHART)["items"] == []

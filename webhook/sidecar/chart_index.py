@@ -35,6 +35,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+import yaml  # type: ignore[import-untyped, unused-ignore]
+
+from policies.chart_http_index import desired_http_versions, read_index
 from policies.chart_index import (
     FORCE_RECONCILE_ANNOTATION,
     Examination,
@@ -57,7 +61,7 @@ from policies.sidecar_config import ChartIndexConfig
 from policies.view import View
 from webhook.kube.client import ApiError, Conflict, Kube
 from webhook.kube.writes import Writer
-from webhook.registry.client import RegistryClient
+from webhook.registry.client import RegistryClient, default_tls_context, tls_context
 from webhook.registry.errors import Forbidden, RegistryError, Unauthorized
 from webhook.registry.errors import NotFound as ManifestNotFound
 from webhook.sidecar.clients import RegistryClients
@@ -148,7 +152,12 @@ class ChartIndexer:
         for repo in repositories:
             one = RepositoryReport()
             try:
-                location = oci_location(str(dig(repo, "spec", "url", default="")))
+                url = str(dig(repo, "spec", "url", default=""))
+                if url.startswith(HTTP_SCHEMES):
+                    report.repositories[name_of(repo)] = one
+                    await self._index_http(repo, url, one, now)
+                    continue
+                location = oci_location(url)
                 if location is None:
                     continue
                 report.repositories[name_of(repo)] = one
@@ -156,7 +165,7 @@ class ChartIndexer:
             except Exception as exc:  # one repository's failure (even an unforeseen one) never stops the others
                 report.repositories[name_of(repo)] = one
                 one.error = f"{type(exc).__name__}: {exc}"
-                expected = isinstance(exc, (RegistryError, RepositoryDenied, ApiError))
+                expected = isinstance(exc, (RegistryError, RepositoryDenied, ApiError, IndexFetchError))
                 log.warning(
                     "chart index failed",
                     exc_info=not expected,
@@ -237,6 +246,39 @@ class ChartIndexer:
             raise failed.exceptions[0] from None
         return results
 
+    # ---- Helm HTTP repositories: one index.yaml per pass ------------------------------------------
+
+    async def _index_http(self, repo: Obj, url: str, report: RepositoryReport, now: datetime) -> None:
+        """Every chart the repository's ``index.yaml`` lists, one request for all (B2: ociRef, iconURL).
+
+        A chart the index no longer lists is left as it is (the owner cascade removes it with the
+        repository; an addon may still use it). A failed fetch writes no chart, only the failure.
+        """
+        force = FORCE_RECONCILE_ANNOTATION in (dig(repo, "metadata", "annotations", default=None) or {})
+        try:
+            report.requests += 1
+            listed = read_index(await _fetch_index(repo, url))
+        except IndexFetchError as exc:
+            failed = PassOutcome(fetched=True, failed=True, error=f"{type(exc).__name__}: {exc}")
+            await asyncio.to_thread(self._write_repository, repo, failed, now, False, report)
+            raise
+        repo_name = name_of(repo)
+        addons = self.view.indexed(HELM_CLUSTER_ADDON, ADDONS_BY_REPOSITORY, repo_name)
+        for chart, indexed in sorted(listed.items()):
+            current = find_chart(self.view, repo_name, chart)
+            existing = dig(current, "status", "versions", default=None)
+            referenced = referenced_versions(addons, repo_name, chart)
+            desired = desired_http_versions(
+                indexed.versions, existing if isinstance(existing, list) else None, referenced
+            )
+            extra = {"iconURL": indexed.icon_url} if indexed.icon_url else {}
+            name = name_of(current) if current is not None else helm_cluster_addon_chart_name(repo_name, chart)
+            stored = await asyncio.to_thread(self._write, repo, name, chart, current, desired, report, extra)
+            if not stored:
+                return  # a conflict: the next pass decides again from fresh state
+        outcome = PassOutcome(fetched=True, charts=len(listed), force_handled=force)
+        await asyncio.to_thread(self._write_repository, repo, outcome, now, force, report)
+
     # ---- writes (blocking; run in a worker thread) ----------------------------------------------
 
     def _write(
@@ -247,8 +289,9 @@ class ChartIndexer:
         current: Obj | None,
         desired: list[dict[str, Any]],
         report: RepositoryReport,
+        extra: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Bring the chart's status to ``desired``; False when a conflict left it as it was."""
+        """Bring the chart's status to ``desired`` (and ``extra`` fields); False when a conflict left it as it was."""
         if current is None:
             if not desired:
                 return True
@@ -258,7 +301,10 @@ class ChartIndexer:
         base = dict(status) if isinstance(status, Mapping) else {}
         try:
             report.written = (
-                self.writer.patch_status(HELM_CLUSTER_ADDON_CHART, current, {**base, "versions": desired}) is not None
+                self.writer.patch_status(
+                    HELM_CLUSTER_ADDON_CHART, current, {**base, **(extra or {}), "versions": desired}
+                )
+                is not None
             )
         except Conflict:
             # read from a stale cache: the next pass decides again from fresh state (and a force
@@ -327,6 +373,50 @@ def _chart_object(repo: Obj, chart_name: str, chart: str) -> Obj:
         "ownerReferences": [owner],
     }
     return {"apiVersion": CHART_API_VERSION, "kind": HELM_CLUSTER_ADDON_CHART.kind, "metadata": metadata}
+
+
+class IndexFetchError(Exception):
+    """The Helm repository's ``index.yaml`` could not be read (transport, status, size or YAML)."""
+
+
+HTTP_SCHEMES = ("http://", "https://")
+INDEX_LIMIT = 64 * 1024 * 1024
+"""Bytes of ``index.yaml`` read at most (large public repositories publish tens of MiB)."""
+INDEX_TIMEOUT = 30.0
+
+
+async def _fetch_index(repo: Obj, url: str) -> Any:
+    """GET ``<url>/index.yaml`` with the repository's own auth and TLS settings (B6), parsed."""
+    auth = dig(repo, "spec", "auth", default=None)
+    user = auth.get("username") if isinstance(auth, Mapping) else None
+    password = auth.get("password") if isinstance(auth, Mapping) else None
+    basic = (user, password) if isinstance(user, str) and isinstance(password, str) and user else None
+    ca = dig(repo, "spec", "caCertificate", default=None)
+    verify: Any = False if dig(repo, "spec", "insecureSkipVerify", default=False) is True else default_tls_context()
+    if isinstance(ca, str) and ca.strip() and verify is not False:
+        verify = tls_context(ca)
+    target = url.rstrip("/") + "/index.yaml"
+    try:
+        async with (
+            httpx.AsyncClient(verify=verify, timeout=httpx.Timeout(INDEX_TIMEOUT), auth=basic) as http,
+            http.stream("GET", target) as response,
+        ):
+            if response.status_code != 200:
+                raise IndexFetchError(f"GET {target}: HTTP {response.status_code}")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > INDEX_LIMIT:
+                    raise IndexFetchError(f"GET {target}: index larger than {INDEX_LIMIT} bytes")
+    except httpx.HTTPError as exc:
+        raise IndexFetchError(f"GET {target}: {type(exc).__name__}: {exc}") from exc
+    try:
+        return yaml.load(bytes(body), Loader=_LOADER)
+    except yaml.YAMLError as exc:
+        raise IndexFetchError(f"GET {target}: not YAML: {exc}") from exc
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _requests(report: IndexReport) -> int:
