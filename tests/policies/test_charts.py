@@ -913,3 +913,48 @@ def test_pre_upgrade_running_version_stays_changeable():
         run(charts.addon_deployable_version, req, view_of(CHART_VIEW[0], (HELM_CLUSTER_ADDON_CHART, chart)))
         == Decision()
     )
+
+
+# --- the default chart-module identities against upstream's own policy (reference B4) -------------
+
+UPSTREAM_PREFIXES = ("system:serviceaccount:kube-system:", "system:serviceaccount:d8-system:")
+UPSTREAM_NAMES = (
+    "system:serviceaccount:d8-operator-helm:operator-helm-controller",
+    "system:serviceaccount:d8-operator-helm:nelm-source-controller",
+    "system:serviceaccount:d8-operator-helm:helm-controller",
+    "system:serviceaccount:d8-operator-helm:chart-values-controller",
+)
+
+
+def upstream_vap_allows(username: str) -> bool:
+    """operator-helm-restricted-access-policy's CEL expression (newest version, B4), as written."""
+    return any(username.startswith(p) for p in UPSTREAM_PREFIXES) or username in UPSTREAM_NAMES
+
+
+@pytest.mark.parametrize(
+    "username",
+    [
+        *UPSTREAM_NAMES,
+        "system:serviceaccount:kube-system:generic-garbage-collector",
+        "system:serviceaccount:kube-system:",
+        "system:serviceaccount:d8-system:deckhouse",
+        "system:serviceaccount:kube-system",  # no trailing colon: not the prefix
+        "system:serviceaccount:kube-systemx:a",
+        "system:serviceaccount:d8-operator-helm:operator-helm-controller-2",
+        "system:serviceaccount:d8-operator-helm:default",
+        "system:serviceaccount:other:operator-helm-controller",
+        "system:serviceaccount:d8-operator-helm:",
+        "alice",
+        "system:admin",
+        "",
+    ],
+)
+def test_default_chart_modules_are_no_broader_than_upstreams_policy(username):
+    """Every username is judged as upstream's VAP judges it; the warden is the one addition (standalone)."""
+    assert Identities().is_chart_module(UserInfo(username)) is upstream_vap_allows(username)
+
+
+def test_the_warden_is_the_only_chart_module_upstream_does_not_list():
+    identities = Identities()
+    assert identities.is_chart_module(UserInfo(identities.warden))
+    assert not upstream_vap_allows(identities.warden)
