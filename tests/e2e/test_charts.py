@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from policies.charts import MSG_FORBIDDEN, MSG_REPOSITORY_IN_USE, MSG_VERSION_UNUSABLE
+from policies.charts import (
+    MSG_FORBIDDEN,
+    MSG_INVALID_REFERENCE,
+    MSG_REPOSITORY_IN_USE,
+    MSG_VERSION_UNRESOLVED,
+    MSG_VERSION_UNUSABLE,
+)
 from policies.charts_naming import helm_cluster_addon_chart_name
 from tests.e2e.conftest import KUBE_SYSTEM_SA, Cluster, Refusal, Resource, denied, refused
 from tests.support.stack import WARDEN
@@ -153,3 +159,55 @@ def test_an_addon_may_return_to_the_version_it_runs_after_the_repository_dropped
     returned = addons.patch(name, back)
 
     assert (returned.object["spec"]["chart"]["version"], returned.warnings) == ("0.9.0", [])
+
+
+def test_upgrade_window_a_pre_upgrade_chart_under_an_older_name_is_read_by_its_labels(
+    cluster: Cluster, name: str
+) -> None:
+    """Seed 004: a chart object as operator-helm @7c1f84f left it (older name, {version, digest, pulled})
+    is found by its labels; its OCI entries have no verdict yet, so a version is refused with the way
+    out until the index records a media type, then allowed."""
+    cluster.user(REPOSITORY).create(repository(name))
+    module = cluster.as_user(KUBE_SYSTEM_SA, CHART)
+    old_name = f"{name}-podinfo"
+    created = module.create(CHART.manifest(old_name, metadata={"labels": {"repository": name, "chart": "podinfo"}}))
+    pre_upgrade = [{"version": "1.0.0", "digest": "sha256:" + "d" * 64, "pulled": True}]
+    written = module.patch_status(created.object["metadata"]["name"], {"status": {"versions": pre_upgrade}}).object
+    cluster.stack.wait_caught_up(CHART.group_kind, written)
+    addons = cluster.user(ADDON)
+
+    refusal = refused(lambda: addons.create(addon(name, name, "podinfo", "1.0.0")))
+
+    message = MSG_VERSION_UNRESOLVED.format(chart=old_name, version="1.0.0", repository=name)
+    rule = "charts.addon-deployable-version"
+    assert refusal == Refusal(403, denied(VALIDATE, "HelmClusterAddon", name, rule, message))
+
+    examined = [{"version": "1.0.0", "digest": "sha256:" + "d" * 64, "mediaType": HELM_LAYER}]
+    written = module.patch_status(old_name, {"status": {"versions": examined}}).object
+    cluster.stack.wait_caught_up(CHART.group_kind, written)
+    assert addons.create(addon(name, name, "podinfo", "1.0.0")).warnings == []
+
+
+def test_an_http_index_pointing_at_an_invalid_oci_reference_is_refused_with_its_reason(
+    cluster: Cluster, name: str
+) -> None:
+    cluster.user(REPOSITORY).create(REPOSITORY.manifest(name, spec={"url": "https://charts.example.com/stable"}))
+    charts = cluster.warden(CHART)
+    chart_name = charts.create(chart(name, "podinfo")).object["metadata"]["name"]
+    bad = 'oci reference "oci://ghcr.io/acme/podinfo@sha256:0f" addresses a digest'
+    versions = [
+        {"version": "2.0.0", "ociRef": "oci://ghcr.io/acme/podinfo:2.0.0"},
+        {"version": "1.0.0", "unavailableReason": "InvalidChartReference", "unavailableMessage": bad},
+    ]
+    cluster.stack.wait_caught_up(
+        CHART.group_kind, charts.patch_status(chart_name, {"status": {"versions": versions}}).object
+    )
+    addons = cluster.user(ADDON)
+
+    refusal = refused(lambda: addons.create(addon(name, name, "podinfo", "1.0.0")))
+
+    detail = f"InvalidChartReference: {bad}"
+    message = MSG_INVALID_REFERENCE.format(chart=chart_name, version="1.0.0", detail=detail, repository=name)
+    rule = "charts.addon-deployable-version"
+    assert refusal == Refusal(403, denied(VALIDATE, "HelmClusterAddon", name, rule, message))
+    assert addons.create(addon(name, name, "podinfo", "2.0.0")).warnings == []
