@@ -130,9 +130,9 @@ def test_a_user_editing_a_charts_status_is_denied(
     server: ServerProcess, warden_kube: Kube, kubectl: Kubectl, alice: Path, name: str
 ) -> None:
     chart = helm_cluster_addon_chart_name(name, "podinfo")
-    charts = "/apis/helm.deckhouse.io/v1alpha2/helmclusteraddoncharts"
+    charts = "/apis/helm.deckhouse.io/v1alpha1/helmclusteraddoncharts"
     body = {
-        "apiVersion": "helm.deckhouse.io/v1alpha2",
+        "apiVersion": "helm.deckhouse.io/v1alpha1",
         "kind": "HelmClusterAddonChart",
         "metadata": {"name": chart, "labels": {"repository": name, "chart": "podinfo"}},
     }
