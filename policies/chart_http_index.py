@@ -106,8 +106,12 @@ def read_index(document: Any) -> dict[str, IndexedChart]:
     if not isinstance(entries, Mapping):
         return {}
     charts: dict[str, IndexedChart] = {}
+    read: dict[int, IndexedChart] = {}
     for name, listed in entries.items():
         if not isinstance(name, str) or not name or not isinstance(listed, list):
+            continue
+        if id(listed) in read:  # a YAML alias: the same list again, read once (no alias amplification)
+            charts[name] = read[id(listed)]
             continue
         found: dict[str, dict[str, Any]] = {}
         icon = ""
@@ -119,7 +123,7 @@ def read_index(document: Any) -> dict[str, IndexedChart]:
                 found[entry["version"]] = entry
                 icon = icon or _text(raw.get("icon"))
         ordered = sorted(found.values(), key=version_order, reverse=True)
-        charts[name] = IndexedChart(tuple(ordered), icon)
+        charts[name] = read[id(listed)] = IndexedChart(tuple(ordered), icon)
     return charts
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from policies import charts
 from policies.chart_http_index import (
@@ -116,3 +117,13 @@ def test_referenced_version_dropped_from_the_index_is_kept_as_removed():
     ]
     assert desired_http_versions(listed, existing, referenced=()) == [{"version": "6.6.0"}]
     assert desired_http_versions([{"version": "7.0.0"}], existing, referenced={"7.0.0"}) == [{"version": "7.0.0"}]
+
+
+def test_aliased_entry_lists_are_read_once():
+    """An index that aliases one big list under many charts costs one reading of the list."""
+    text = "entries:\n  a: &big\n" + "".join(f"    - {{version: 1.0.{i}, urls: [x.tgz]}}\n" for i in range(200))
+    text += "".join(f"  c{i}: *big\n" for i in range(200))
+    charts_found = read_index(yaml.safe_load(text))
+    assert len(charts_found) == 201
+    assert charts_found["c7"] is charts_found["a"]
+    assert len(charts_found["a"].versions) == 200
