@@ -51,7 +51,7 @@ def test_the_ca_is_injected_where_cert_manager_would_and_the_service_kept(cluste
         hooks = admin.request("GET", WEBHOOK_CONFIGS.format(plural=plural))["webhooks"]
         configs += [(hook["name"], hook["clientConfig"]) for hook in hooks]
 
-    assert len(configs) == 1 + 3 + 2  # PackageRevision (HelmClusterAddonChart has one version); 3 validating; 2 mutating
+    assert len(configs) == 1 + 3 + 2  # PackageRevision (the chart CRD has one version); 3 validating; 2 mutating
     for where, client_config in configs:
         assert client_config["caBundle"] == bundle, where
         service = client_config["service"]
