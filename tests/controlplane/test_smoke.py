@@ -69,7 +69,7 @@ def wait_for(plane: ControlPlane, condition: Callable[[], bool], what: str) -> N
 def established(api: httpx.Client, name: str) -> bool:
     response = api.get(f"{CRD_API}/{name}")
     response.raise_for_status()
-    conditions = response.json().get("status", {}).get("conditions", [])
+    conditions = (response.json().get("status") or {}).get("conditions") or []  # null until first set
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
