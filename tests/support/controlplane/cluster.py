@@ -367,7 +367,7 @@ class Cluster:
             raise ClusterError(f"kubectl apply --server-side of manifests/ failed:\n{done.stdout}{done.stderr}")
 
     def established(self, name: str) -> bool:
-        conditions = self.admin.request("GET", f"{CRD_API}/{name}").get("status", {}).get("conditions", [])
+        conditions = (self.admin.request("GET", f"{CRD_API}/{name}").get("status") or {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
     def crd_names(self) -> list[str]:
