@@ -80,7 +80,8 @@ def test_two_sidecars_elect_one_leader_and_sigterm_hands_over_within_the_lease(
         versions.close()
 
     specs = versions.seen()
-    released = next(i for i, spec in enumerate(specs) if "holderIdentity" not in spec)
+    released = next((i for i, spec in enumerate(specs) if "holderIdentity" not in spec), None)
+    assert released is not None, f"{a.name} never released the Lease: {specs}"
     release, taken = specs[released], specs[released + 1]
     assert all(spec["holderIdentity"] == a.name for spec in specs[:released]), "a renewed until the release"
     assert release["leaseDurationSeconds"] == 1
