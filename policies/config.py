@@ -8,9 +8,10 @@ to a default. Every key is documented in ``docs/configuration.md``.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated
+from enum import StrEnum
+from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from policies.identity import Identities
 from policies.sidecar_config import Interval, SidecarConfig
@@ -42,14 +43,66 @@ class InformerConfig(BaseModel):
     this long, so once the apiserver is back the cache recovers within it plus the backoff (at most 10 s)."""
 
 
-class Families(BaseModel):
-    """Which rule families are served; a switched-off family admits everything with no warning."""
+class Mode(StrEnum):
+    """How a family is installed (DESIGN.md section 3, docs/compatibility.md)."""
+
+    ALONGSIDE = "alongside"
+    """The upstream server serves the family's groups: only our webhooks, and the loops upstream lacks."""
+    STANDALONE = "standalone"
+    """Our CRDs serve the groups and the sidecar does the upstream controllers' work too."""
+
+
+class FamilyConfig(BaseModel):
+    """One family: whether its rules are served, and how it is installed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    catalog: bool = True
-    packages: bool = True
-    charts: bool = True
+    enabled: bool = True
+    """``false`` admits every request of the family without evaluating it."""
+    mode: Mode = Mode.ALONGSIDE
+
+
+def _family_shorthand(value: Any) -> Any:
+    """``families.<name>: true|false`` is short for ``{enabled: true|false}`` (the older form)."""
+    return {"enabled": value} if isinstance(value, bool) else value
+
+
+FamilyField = Annotated[FamilyConfig, BeforeValidator(_family_shorthand)]
+
+
+class Families(BaseModel):
+    """Which rule families are served, and the install mode of each."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    catalog: FamilyField = Field(default_factory=FamilyConfig)
+    packages: FamilyField = Field(default_factory=FamilyConfig)
+    charts: FamilyField = Field(default_factory=FamilyConfig)
+
+    def of(self, name: str) -> FamilyConfig:
+        """The family's settings; an unknown name reads as the defaults."""
+        value = getattr(self, name, None)
+        return value if isinstance(value, FamilyConfig) else FamilyConfig()
+
+    def enabled(self, name: str) -> bool:
+        return self.of(name).enabled
+
+    def standalone(self, name: str) -> bool:
+        return self.of(name).mode is Mode.STANDALONE
+
+
+UPSTREAM_LOOPS: tuple[tuple[str, str, str], ...] = (
+    ("packages", "packages", "Porch's own controllers assign revisions and the latest-revision label there"),
+    ("charts", "chartIndex", "operator-helm indexes the charts itself there"),
+)
+"""(family, sidecar section, why): the loops that do an upstream controller's work, so they run
+exactly when their family is standalone. Their ``sidecar.<section>.enabled`` may be left out; a
+value that contradicts the mode is an error naming both keys (one switch, never two that disagree)."""
+
+MSG_LOOP_CONTRADICTS = (
+    "sidecar.{section}.enabled: {value} contradicts families.{family}.mode: {mode} ({why}); "
+    "the mode switches this loop: remove sidecar.{section}.enabled or change families.{family}.mode"
+)
 
 
 class PolicyConfig(BaseModel):
@@ -65,6 +118,24 @@ class PolicyConfig(BaseModel):
     """The sidecar loops' switches, intervals and thresholds (docs/sidecar.md)."""
     informer: InformerConfig = Field(default_factory=InformerConfig)
     """When the informer cache counts as live (a stale cache is treated as not synced)."""
+
+    @model_validator(mode="after")
+    def _loops_follow_the_modes(self) -> Self:
+        for family, section, why in UPSTREAM_LOOPS:
+            value = getattr(self.sidecar, section).enabled
+            standalone = self.families.standalone(family)
+            if value is not None and value != standalone:
+                mode = self.families.of(family).mode.value
+                raise ValueError(
+                    MSG_LOOP_CONTRADICTS.format(
+                        section=section, value=str(value).lower(), family=family, mode=mode, why=why
+                    )
+                )
+        return self
+
+    def runs_upstream_loop(self, family: str) -> bool:
+        """Whether the sidecar does ``family``'s upstream controller work (its mode is standalone)."""
+        return self.families.standalone(family)
 
 
 DEFAULT_CONFIG = PolicyConfig()

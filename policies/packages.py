@@ -13,6 +13,7 @@ in depth. Facts about the API are in ``reference/porch-and-deckhouse-apis.md`` p
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
@@ -65,8 +66,16 @@ TRANSITION_WAY_OUT: Mapping[Lifecycle, str] = {
 }
 """The way out printed with a refused transition, by the lifecycle it starts from."""
 
-CREATE_LIFECYCLES: tuple[Lifecycle, ...] = (Lifecycle.DRAFT, Lifecycle.PROPOSED)
-"""What users may create; package controllers (discovered revisions) may create any lifecycle."""
+CREATE_LIFECYCLES: Mapping[str, tuple[Lifecycle, ...]] = {
+    "v1alpha1": (Lifecycle.DRAFT,),
+    "v1alpha2": (Lifecycle.DRAFT, Lifecycle.PROPOSED),
+}
+"""What users may create, by request version; package controllers (discovered revisions) may
+create any lifecycle. Porch's v1alpha1 strategy creates only Drafts (reference A6, ``value can be
+only created as Draft``); its v1alpha2 webhook allows Draft or Proposed (A8)."""
+
+APPROVAL = "approval"
+"""The v1alpha1 subresource through which Porch publishes (``packagerevisions/approval``, reference A1, A6)."""
 
 PUBLISHED_LIFECYCLES = frozenset({Lifecycle.PUBLISHED, Lifecycle.DELETION_PROPOSED})
 """Porch's ``LifecycleIsPublished``: the spec is frozen except the lifecycle."""
@@ -84,6 +93,16 @@ PUBLISH_RECORD = (PUBLISHED_BY, PUBLISHED_AT)
 """Written by the mutating path on the way into Published; the sidecar moves them into status."""
 
 REPOSITORY_API_VERSION = f"{PORCH_CONFIG}/v1alpha1"
+
+
+def create_lifecycles(version: str) -> tuple[Lifecycle, ...]:
+    """The lifecycles a user may create in ``version``; unknown versions get the storage version's."""
+    return CREATE_LIFECYCLES.get(version, CREATE_LIFECYCLES["v1alpha2"])
+
+
+def porch_serves_v1alpha1(req: AdmissionRequest, ctx: Context) -> bool:
+    """A v1alpha1 request answered by Porch's aggregated apiserver (the family runs alongside it)."""
+    return req.version == "v1alpha1" and not ctx.config.families.standalone("packages")
 
 
 def latest_label_key(version: str) -> str:
@@ -245,11 +264,15 @@ MSG_CREATE_LIFECYCLE = (
     "spec.lifecycle {value} is not allowed on creation; create the revision as {allowed} "
     "and propose and publish it afterwards"
 )
+MSG_CREATE_LIFECYCLE_V1ALPHA1 = (
+    "spec.lifecycle {value} is not allowed on creation through porch.kpt.dev/v1alpha1, which creates only Drafts; "
+    "create the revision as Draft and propose it afterwards"
+)
 MSG_TRANSITION = "spec.lifecycle cannot change from {old} to {new} (allowed from {old}: {allowed}); {way_out}"
 
 
 def revision_lifecycle(req: AdmissionRequest, ctx: Context) -> Decision:
-    """CREATE only as Draft or Proposed; UPDATE only along :data:`TRANSITIONS`.
+    """CREATE only as :data:`CREATE_LIFECYCLES` allows; UPDATE (and v1alpha1 approval) along :data:`TRANSITIONS`.
 
     Discovered revisions (created by a package controller identity) may start in any lifecycle:
     whether a revision is discovered is decided by identity, never by an absent ``spec.source``.
@@ -258,9 +281,11 @@ def revision_lifecycle(req: AdmissionRequest, ctx: Context) -> Decision:
     if new is None:
         return invalid(MSG_LIFECYCLE_UNKNOWN.format(value=raw_lifecycle(req.object), allowed=_names(Lifecycle)))
     if req.operation is Operation.CREATE:
-        if new in CREATE_LIFECYCLES or ctx.config.identities.is_package_controller(req.user):
+        allowed = create_lifecycles(req.version)
+        if new in allowed or ctx.config.identities.is_package_controller(req.user):
             return allow()
-        return deny(MSG_CREATE_LIFECYCLE.format(value=new, allowed=" or ".join(CREATE_LIFECYCLES)))
+        message = MSG_CREATE_LIFECYCLE_V1ALPHA1 if req.version == "v1alpha1" else MSG_CREATE_LIFECYCLE
+        return deny(message.format(value=new, allowed=" or ".join(allowed)))
     old = lifecycle_of(req.old_object)
     if old is None or old == new or new in TRANSITIONS[old]:
         # An unknown stored value can only move to a valid one: the way out of a broken object.
@@ -366,6 +391,15 @@ MSG_LABEL_CREATE = (
     'label {key}={value!r} is managed by the package controllers; omit it or set it to "false" on creation'
 )
 MSG_LABEL_UPDATE = "label {key} is managed by the package controllers and cannot be changed ({old!r} to {new!r})"
+MSG_LABEL_CREATE_V1ALPHA1 = (
+    "label {key}={value!r} is managed by porch and cannot be set on a porch.kpt.dev/v1alpha1 creation; omit it"
+)
+
+CREATE_LABEL_VALUES: Mapping[tuple[str, str], tuple[str | None, ...]] = {
+    ("v1alpha1", LATEST_LABEL_V1ALPHA1): (None,),
+}
+"""The values a user's CREATE may carry per (request version, label); otherwise absent or "false".
+Porch's v1alpha1 strategy refuses the label on create whatever its value (reference A4)."""
 
 
 def revision_latest_label(req: AdmissionRequest, ctx: Context) -> Decision:
@@ -380,8 +414,10 @@ def revision_latest_label(req: AdmissionRequest, ctx: Context) -> Decision:
     for key in LATEST_LABELS.values():
         value = new_labels.get(key)
         if req.operation is Operation.CREATE:
-            if value not in (None, "false"):
-                return deny(MSG_LABEL_CREATE.format(key=key, value=value))
+            allowed = CREATE_LABEL_VALUES.get((req.version, key), (None, "false"))
+            if value not in allowed:
+                message = MSG_LABEL_CREATE if "false" in allowed else MSG_LABEL_CREATE_V1ALPHA1
+                return deny(message.format(key=key, value=value))
             continue
         old = labels_of(req.old_object).get(key, "")
         if (value or "") != old:
@@ -568,18 +604,24 @@ def revision_lifecycle_default(req: AdmissionRequest, ctx: Context) -> Decision:
 
 
 def revision_defaults(req: AdmissionRequest, ctx: Context) -> Decision:
-    """CREATE: the deletion finalizer, the Repository owner, latest label "false".
+    """CREATE: the deletion finalizer, the Repository owner, latest label "false" (v1alpha2).
 
     Each field is only filled when missing, so the rule re-run on its own output changes nothing.
+    A v1alpha1 CREATE answered by Porch gets none of them: its strategy refuses the label, and it
+    stores a finalizer that only our bookkeeping (off alongside Porch) would ever remove, so the
+    revision would hang in Terminating; Porch owns its revisions' metadata itself (reference A4, A7).
+    In standalone mode our CRD stores v1alpha1 objects as v1alpha2, so they get what v1alpha2 gets.
     """
     if problem := shape_problem(req.object):
         return invalid(problem)
     original = req.object or {}
+    if porch_serves_v1alpha1(req, ctx):
+        return allow()
     edit = Edit(original)
     if FINALIZER not in finalizers_of(original):
         edit.at("metadata")["finalizers"] = [*finalizers_of(original), FINALIZER]
-    if latest_label_key(req.version) not in labels_of(original):
-        edit.at("metadata", "labels")[latest_label_key(req.version)] = "false"
+    if LATEST_LABEL_V1ALPHA2 not in labels_of(original) and req.version != "v1alpha1":
+        edit.at("metadata", "labels")[LATEST_LABEL_V1ALPHA2] = "false"
     warning = _owner_references(edit, ctx)
     return mutate(original, edit.root, *([warning] if warning else []))
 
@@ -587,11 +629,16 @@ def revision_defaults(req: AdmissionRequest, ctx: Context) -> Decision:
 def revision_publish_stamp(req: AdmissionRequest, ctx: Context) -> Decision:
     """Into Published: annotate who published and when, for the sidecar to move into status.
 
-    Written only when the record is absent; ``revision_publish_record`` refuses forged ones.
+    Written only when the record is absent; ``revision_publish_record`` refuses forged ones. Not
+    where Porch serves v1alpha1 (it records the publisher in the publish's git commit, and no
+    bookkeeping of ours runs there to move the annotation), and never on ``approval`` (the rule is
+    registered for the main resource only).
     """
     if problem := shape_problem(req.object):
         return invalid(problem)
     original = req.object or {}
+    if porch_serves_v1alpha1(req, ctx):
+        return allow()
     if not _is_publish(req) or all(k in annotations_of(original) for k in PUBLISH_RECORD):
         return allow()
     edit = Edit(original)
@@ -609,14 +656,48 @@ DELETE = frozenset({Operation.DELETE})
 CREATE = frozenset({Operation.CREATE})
 ALL = frozenset({Operation.CREATE, Operation.UPDATE, Operation.DELETE})
 
-RULES = (
-    Rule("packages.revision-shape", PACKAGE_REVISION, ALL, revision_shape, needs_view=False),
-    Rule("packages.revision-lifecycle", PACKAGE_REVISION, CREATE_UPDATE, revision_lifecycle, needs_view=False),
-    Rule("packages.revision-immutable", PACKAGE_REVISION, UPDATE, revision_immutable, needs_view=False),
-    Rule("packages.revision-number", PACKAGE_REVISION, CREATE_UPDATE, revision_number, needs_view=False),
-    Rule("packages.revision-latest-label", PACKAGE_REVISION, CREATE_UPDATE, revision_latest_label, needs_view=False),
+MAIN_RULES = (
     Rule(
-        "packages.revision-publish-record", PACKAGE_REVISION, CREATE_UPDATE, revision_publish_record, needs_view=False
+        "packages.revision-shape",
+        PACKAGE_REVISION,
+        ALL,
+        revision_shape,
+        needs_view=False,
+    ),
+    Rule(
+        "packages.revision-lifecycle",
+        PACKAGE_REVISION,
+        CREATE_UPDATE,
+        revision_lifecycle,
+        needs_view=False,
+    ),
+    Rule(
+        "packages.revision-immutable",
+        PACKAGE_REVISION,
+        UPDATE,
+        revision_immutable,
+        needs_view=False,
+    ),
+    Rule(
+        "packages.revision-number",
+        PACKAGE_REVISION,
+        CREATE_UPDATE,
+        revision_number,
+        needs_view=False,
+    ),
+    Rule(
+        "packages.revision-latest-label",
+        PACKAGE_REVISION,
+        CREATE_UPDATE,
+        revision_latest_label,
+        needs_view=False,
+    ),
+    Rule(
+        "packages.revision-publish-record",
+        PACKAGE_REVISION,
+        CREATE_UPDATE,
+        revision_publish_record,
+        needs_view=False,
     ),
     Rule("packages.revision-delete-published", PACKAGE_REVISION, DELETE, revision_delete_published),
     Rule("packages.revision-delete-upstream", PACKAGE_REVISION, DELETE, revision_delete_upstream),
@@ -639,5 +720,24 @@ RULES = (
         needs_view=False,
     ),
 )
+
+APPROVAL_RULES = (
+    "packages.revision-shape",
+    "packages.revision-lifecycle",
+    "packages.revision-immutable",
+    "packages.revision-number",
+    "packages.revision-latest-label",
+    "packages.revision-publish-record",
+)
+"""The validating rules that also judge v1alpha1 ``packagerevisions/approval`` UPDATEs, exactly as a
+main-resource lifecycle change: transitions and the identity rules (DESIGN.md section 5). No mutating
+rule runs there: Porch records the publisher itself, in the publish's git commit."""
+
+
+def _on_approval(rule: Rule) -> Rule:
+    return replace(rule, operations=UPDATE, sub_resources=frozenset({APPROVAL}))
+
+
+RULES = (*MAIN_RULES, *(_on_approval(r) for r in MAIN_RULES if r.name in APPROVAL_RULES and not r.mutating))
 
 FAMILY = Family("packages", PACKAGES_KINDS, RULES, INDEXES)

@@ -144,7 +144,8 @@ class ChartIndexConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = True
+    enabled: bool | None = None
+    """Follows ``families.charts.mode`` (on exactly in standalone); an explicit value must agree with it."""
     interval: Interval = timedelta(minutes=5)
     """Least time between two passes over the repositories (operator-helm's ``ChartsSyncInterval``)."""
     concurrency: int = Field(default=8, ge=1, le=256)
@@ -156,8 +157,9 @@ class PackagesConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = True
-    """Run the bookkeeping on each pass; off where porch's own PackageRevision controller runs."""
+    enabled: bool | None = None
+    """Follows ``families.packages.mode``: on in standalone, off alongside Porch (whose own controllers do
+    this work); an explicit value must agree with the mode (``PolicyConfig`` refuses one that does not)."""
 
 
 class SidecarConfig(BaseModel):

@@ -272,7 +272,7 @@ class Admission:
     def evaluate(self, family: str, mutating: bool, req: AdmissionRequest) -> Verdict:
         """Run every rule of ``family`` that matches ``req``; the first denial wins."""
         table = self._tables[family]
-        if not getattr(self._config.families, family, True):
+        if not self._config.families.enabled(family):
             return Verdict(allow())
         if req.kind not in table.family.kinds:
             return Verdict(allow(f"catalog-warden: {req.kind} is not guarded by the {family} rules; admitted"))

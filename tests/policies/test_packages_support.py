@@ -12,6 +12,7 @@ from typing import Any
 
 import jsonpatch
 
+from policies.config import PolicyConfig
 from policies.decision import Decision
 from policies.families import INDEXES, TABLES
 from policies.identity import GARBAGE_COLLECTOR, NAMESPACE_CONTROLLER
@@ -79,8 +80,9 @@ def view(*objs: dict[str, Any], synced: bool = True) -> MemoryView:
     return v
 
 
-def context(*objs: dict[str, Any]) -> Context:
-    return Context(view=view(*objs), now=NOW)
+def context(*objs: dict[str, Any], mode: str = "alongside") -> Context:
+    """A context over ``objs``; ``mode`` is the packages family's install mode."""
+    return Context(view=view(*objs), now=NOW, config=PolicyConfig(families={"packages": {"mode": mode}}))
 
 
 def request(
@@ -90,6 +92,7 @@ def request(
     *,
     user: UserInfo = ALICE,
     version: str = "v1alpha2",
+    sub_resource: str = "",
 ) -> AdmissionRequest:
     subject = obj if obj is not None else old or {}
     return AdmissionRequest(
@@ -102,6 +105,7 @@ def request(
         object=obj,
         old_object=old,
         user=user,
+        sub_resource=sub_resource,
     )
 
 

@@ -128,24 +128,29 @@ V2 = "porch.kpt.dev/latest-revision"
 CREATE_MSG = 'label {}={!r} is managed by the package controllers; omit it or set it to "false" on creation'
 UPDATE_MSG = "label {} is managed by the package controllers and cannot be changed ({!r} to {!r})"
 
+V1_CREATE_MSG = "label {}={!r} is managed by porch and cannot be set on a porch.kpt.dev/v1alpha1 creation; omit it"
+
 LABEL_CREATE = [
-    (None, ALICE, None),
-    ({V2: "false"}, ALICE, None),
-    ({V1: "false"}, ALICE, None),
-    ({V2: "true"}, ALICE, CREATE_MSG.format(V2, "true")),
-    ({V1: "true"}, ALICE, CREATE_MSG.format(V1, "true")),
-    ({V2: ""}, ALICE, CREATE_MSG.format(V2, "")),
-    ({V2: "false", V1: "true"}, ALICE, CREATE_MSG.format(V1, "true")),
-    ({V2: "true"}, ADMIN, CREATE_MSG.format(V2, "true")),
-    ({V2: "true"}, CONTROLLER, None),
-    ({V1: "true"}, CONTROLLER, None),
-    ({V2: "true"}, WARDEN, None),
+    # (labels, user, message on a v1alpha1 CREATE, message on a v1alpha2 CREATE)
+    (None, ALICE, None, None),
+    ({V2: "false"}, ALICE, None, None),
+    # Porch's v1alpha1 strategy refuses its label on create whatever the value (reference A4).
+    ({V1: "false"}, ALICE, V1_CREATE_MSG.format(V1, "false"), None),
+    ({V2: "true"}, ALICE, CREATE_MSG.format(V2, "true"), CREATE_MSG.format(V2, "true")),
+    ({V1: "true"}, ALICE, V1_CREATE_MSG.format(V1, "true"), CREATE_MSG.format(V1, "true")),
+    ({V2: ""}, ALICE, CREATE_MSG.format(V2, ""), CREATE_MSG.format(V2, "")),
+    ({V2: "false", V1: "true"}, ALICE, V1_CREATE_MSG.format(V1, "true"), CREATE_MSG.format(V1, "true")),
+    ({V2: "true"}, ADMIN, CREATE_MSG.format(V2, "true"), CREATE_MSG.format(V2, "true")),
+    ({V2: "true"}, CONTROLLER, None, None),
+    ({V1: "true"}, CONTROLLER, None, None),
+    ({V2: "true"}, WARDEN, None, None),
 ]
 
 
 @pytest.mark.parametrize("version", ["v1alpha1", "v1alpha2"])
-@pytest.mark.parametrize(("labels", "user", "message"), LABEL_CREATE)
-def test_latest_label_on_create(labels: dict[str, str] | None, user, message: str | None, version: str) -> None:
+@pytest.mark.parametrize(("labels", "user", "v1_message", "v2_message"), LABEL_CREATE)
+def test_latest_label_on_create(labels, user, v1_message: str | None, v2_message: str | None, version: str) -> None:
+    message = v1_message if version == "v1alpha1" else v2_message
     req = request(Operation.CREATE, revision("Draft", labels=labels, version=version), user=user, version=version)
     result = validate(req, context())
     if message is None:
@@ -244,7 +249,7 @@ REVISION_CREATE = [
 
 
 @pytest.mark.parametrize(("value", "user", "message"), REVISION_CREATE)
-@pytest.mark.parametrize("lifecycle", ["Draft", "Proposed"])
+@pytest.mark.parametrize("lifecycle", ["Draft", ""])  # v1alpha1 creates only Drafts (empty is Draft)
 def test_revision_number_on_create(value: int | None, user, message: str | None, lifecycle: str) -> None:
     obj = revision(lifecycle, version="v1alpha1", revision=value)
     result = validate(request(Operation.CREATE, obj, user=user, version="v1alpha1"), context())

@@ -26,8 +26,8 @@ def test_defaults():
             "maxDeletesPerSweep": 50,
             "dryRun": False,
         },
-        "packages": {"enabled": True},
-        "chartIndex": {"enabled": True, "interval": "5m0s", "concurrency": 8},
+        "packages": {"enabled": None},
+        "chartIndex": {"enabled": None, "interval": "5m0s", "concurrency": 8},
     }
     assert config.availability.thresholds() == Thresholds(3, timedelta(minutes=10))
 

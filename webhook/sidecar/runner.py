@@ -125,6 +125,7 @@ class Sidecar:
     ) -> None:
         self.kube = kube
         self.config = config.sidecar
+        self.policy = config
         self.settings = settings
         self.clock = clock
         self.lease_timing = lease_timing
@@ -146,7 +147,7 @@ class Sidecar:
         # Built only when switched on: it refuses a cache that cannot show it every Repository.
         self.packages = (
             PackageBookkeeper(self.cache, self.writer, self.metrics, may_act=self.leading.is_set)
-            if self.config.packages.enabled
+            if config.runs_upstream_loop("packages")
             else None
         )
         self.reclaimer = Reclaimer(
@@ -200,7 +201,7 @@ class Sidecar:
         if self.config.referencedSet.enabled:
             published = await self.publisher.publish(now)
             await self.reclaimer.run_once(published.reclaimable, now)
-        if self.config.chartIndex.enabled and self.chart_index.due(now):
+        if self.policy.runs_upstream_loop("charts") and self.chart_index.due(now):
             await self.chart_index.run_once(now)
         if self.packages is not None:
             await self.packages.run_once(now)
