@@ -91,18 +91,23 @@ class Families(BaseModel):
         return self.of(name).mode is Mode.STANDALONE
 
 
-UPSTREAM_LOOPS: tuple[tuple[str, str, str], ...] = (
-    ("packages", "packages", "Porch's own controllers assign revisions and the latest-revision label there"),
-    ("charts", "chartIndex", "operator-helm indexes the charts itself there"),
+UPSTREAM_LOOPS: tuple[tuple[str, str, str, str], ...] = (
+    ("packages", "packages", "the package bookkeeping", "Porch's own controllers"),
+    ("charts", "chartIndex", "the chart index", "operator-helm's controllers"),
 )
-"""(family, sidecar section, why): the loops that do an upstream controller's work, so they run
-exactly when their family is standalone. Their ``sidecar.<section>.enabled`` may be left out; a
-value that contradicts the mode is an error naming both keys (one switch, never two that disagree)."""
+"""(family, sidecar section, the work, who does it upstream): the loops that do an upstream
+controller's work, so they run exactly when their family is standalone. Their
+``sidecar.<section>.enabled`` may be left out; a value that contradicts the mode is an error
+naming both keys (one switch, never two that disagree)."""
 
 MSG_LOOP_CONTRADICTS = (
     "sidecar.{section}.enabled: {value} contradicts families.{family}.mode: {mode} ({why}); "
     "the mode switches this loop: remove sidecar.{section}.enabled or change families.{family}.mode"
 )
+WHY_BY_MODE: dict[bool, str] = {
+    True: "nothing else does {work} there",
+    False: "{upstream} do {work} there",
+}
 
 
 class PolicyConfig(BaseModel):
@@ -121,11 +126,12 @@ class PolicyConfig(BaseModel):
 
     @model_validator(mode="after")
     def _loops_follow_the_modes(self) -> Self:
-        for family, section, why in UPSTREAM_LOOPS:
+        for family, section, work, upstream in UPSTREAM_LOOPS:
             value = getattr(self.sidecar, section).enabled
             standalone = self.families.standalone(family)
             if value is not None and value != standalone:
                 mode = self.families.of(family).mode.value
+                why = WHY_BY_MODE[standalone].format(work=work, upstream=upstream)
                 raise ValueError(
                     MSG_LOOP_CONTRADICTS.format(
                         section=section, value=str(value).lower(), family=family, mode=mode, why=why

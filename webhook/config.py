@@ -30,5 +30,7 @@ def load_config(path: Path | None) -> PolicyConfig:
         return PolicyConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"config file {path}: {where}: {first['msg']}") from None
+        where = "".join(f"{p}: " for p in [".".join(str(p) for p in first["loc"])] if p)
+        # A check across keys (a model validator) has no location: its message names the keys itself.
+        message = first["msg"] if where else first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"config file {path}: {where}{message}") from None

@@ -439,14 +439,15 @@ TOO_DEEP = (
 def deep_revision(levels: int) -> bytes:
     """A v1alpha1 PackageRevision whose ``status.upstreamLock`` makes it ``levels`` deep, as JSON text.
 
-    Text, because orjson and json encode only a few hundred levels; orjson decodes 1,024.
+    Text, because orjson and json encode only a few hundred levels; orjson decodes 1,024. No
+    lifecycle, so the mutating path (alongside Porch: the Draft default only) returns a patch.
     """
     lock = b'{"a":' * (levels - 3) + b"{}" + b"}" * (levels - 3)
     obj = {
         "apiVersion": "porch.kpt.dev/v1alpha1",
         "kind": "PackageRevision",
         "metadata": {"name": "blueprints.nginx.v1", "namespace": "team-a"},
-        "spec": {"repository": "blueprints", "packageName": "nginx", "workspaceName": "v1", "lifecycle": "Draft"},
+        "spec": {"repository": "blueprints", "packageName": "nginx", "workspaceName": "v1"},
         "status": {"upstreamLock": "LOCK"},
     }
     return json.dumps(obj).encode().replace(b'"LOCK"', lock)
