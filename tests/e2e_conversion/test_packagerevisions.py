@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from policies.model import GroupKind
-from policies.packages import LATEST_LABEL_V1ALPHA1, LATEST_LABEL_V1ALPHA2
+from policies.packages import LATEST_LABEL_V1ALPHA1
 from tests.e2e_conversion.conftest import PACKAGE_REVISION, USER, USER_GROUPS, Cluster, carried, written
 from tests.support.stack import WARDEN
 
@@ -81,10 +81,10 @@ def test_created_in_v1alpha1_reads_in_v1alpha2_and_back_as_written(cluster: Clus
     as_v1 = revisions.get("v1alpha1", "web-v1", ns)
 
     assert created["spec"] == {**manifest["spec"], "lifecycle": "Draft"}
-    assert created["metadata"]["labels"] == {"app": "web", LATEST_LABEL_V1ALPHA1: "false"}
+    assert created["metadata"]["labels"] == {"app": "web"}, "no latest-revision label on a v1alpha1 CREATE"
     assert "annotations" not in created["metadata"]
     assert as_v2["spec"] == {**common_spec(), "lifecycle": "Draft", "source": {"init": INIT}}
-    assert as_v2["metadata"]["labels"] == {"app": "web", LATEST_LABEL_V1ALPHA2: "false"}
+    assert as_v2["metadata"]["labels"] == {"app": "web"}
     assert carried(as_v2) == {"from": "v1alpha1", "tasksTail": [EVAL], "created": ["metadata.annotations"]}
     assert cluster.stored(PACKAGE_REVISION, "web-v1", ns) == as_v2
     assert as_v1 == created

@@ -18,6 +18,8 @@ EXPECTED_ALLOWED = {
     "release-update-unchanged-allowed.json": True,
     "release-create-unknown-cv-warns.json": True,
     "packagerevision-create-published-denied.json": False,
+    "packagerevision-approval-from-draft-denied.json": False,
+    "packagerevision-approval-allowed.json": True,
     "helmclusteraddonchart-status-by-user-denied.json": False,
 }
 

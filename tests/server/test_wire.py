@@ -13,7 +13,7 @@ from policies.kinds import CATALOG_KINDS, RELEASE
 from policies.model import Operation
 from policies.rules import Family, Rule, RuleTable
 from tests.server.reviews import release, review
-from tests.support.server import Endpoint, ServerThread
+from tests.support.server import REPO, Endpoint, ServerThread
 
 DENIED_RED = (
     "Release team-a/web denied by catalog.release-binding: ComponentVersion team-a/ocm-demo-v1.1.0 is "
@@ -509,3 +509,17 @@ def test_an_object_beyond_the_bound_is_refused_by_all_three(server: Endpoint, le
             "message": f"objects[0] (PackageRevision team-a/blueprints.nginx.v1 porch.kpt.dev/v1alpha1): {TOO_DEEP}",
         },
     }
+
+
+# --- Porch's v1alpha1 approval subresource reaches the transition rule -----------------------------
+
+
+def test_an_approval_from_a_draft_is_denied_with_the_transition_rule(server: Endpoint) -> None:
+    path = REPO / "examples" / "reviews" / "packagerevision-approval-from-draft-denied.json"
+    response = send(server, "/validate/packages", path.read_bytes()).json()["response"]
+    assert (response["allowed"], response["status"]["code"]) == (False, 403)
+    assert response["status"]["message"] == (
+        "PackageRevision team-a/blueprints.nginx.v1 denied by packages.revision-lifecycle: "
+        "spec.lifecycle cannot change from Draft to Published (allowed from Draft: Proposed); "
+        "propose it first (spec.lifecycle: Proposed)"
+    )

@@ -87,11 +87,17 @@ class LateView:
         return self._view().indexed(kind, index, key)
 
 
+STANDALONE = PolicyConfig(families={name: {"mode": "standalone"} for name in ("catalog", "packages", "charts")})
+"""The configuration that matches the double: it serves our own CRDs for every group, so every
+family runs standalone (DESIGN.md section 3); a test of the alongside answers passes its own."""
+
+
 class Stack:
     """Certificates, apiserver double, informer cache and webhook server, started and stopped together.
 
-    Use as a context manager. ``config`` is the server's :class:`PolicyConfig`; the cache always
-    runs as ``config.identities.warden``. ``manifests_dir`` defaults to the project's ``manifests/``.
+    Use as a context manager. ``config`` is the server's :class:`PolicyConfig` (default
+    :data:`STANDALONE`); the cache always runs as ``config.identities.warden``. ``manifests_dir``
+    defaults to the project's ``manifests/``.
     """
 
     def __init__(
@@ -100,7 +106,7 @@ class Stack:
         manifests_dir: Path = PROJECT_MANIFESTS,
         work_dir: Path | None = None,
     ) -> None:
-        self.config = config or PolicyConfig()
+        self.config = config or STANDALONE
         self.manifests_dir = manifests_dir
         self._tmp = tempfile.TemporaryDirectory(prefix="stack-") if work_dir is None else None
         self.work_dir = Path(self._tmp.name) if self._tmp is not None else work_dir
