@@ -4,8 +4,10 @@ The webhook configurations send every request a rule needs, to the right path. T
 sidecar run as two identities: the server may only list and watch what its cache holds; the
 sidecar writes, reads Secrets only where a RoleBinding in components/registry-secrets lets it, deletes
 ComponentVersions only with components/janitor, and writes its ConfigMap and Lease by name.
-``base`` is every file outside ``manifests/components``; a test renders the tree with kubectl
-kustomize to prove that is what ``kubectl apply -k manifests`` applies, with and without components.
+``base`` is every file outside ``manifests/components`` and ``manifests/crds`` (alongside upstream,
+the default, no CRD is installed); ``components/standalone-<family>`` adds the family's CRDs and its
+mode. A test renders the tree with kubectl kustomize to prove that is what ``kubectl apply -k
+manifests`` applies, with and without components.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from tests.support.rbac import Attributes, Rbac
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 COMPONENTS = MANIFESTS / "components"
+CRDS = MANIFESTS / "crds"
+STANDALONE = tuple(f"standalone-{name}" for name in FAMILIES)
 KUSTOMIZE_KINDS = ("Kustomization", "Component")
 
 
@@ -41,13 +45,18 @@ def _load(paths: Iterable[Path]) -> list[dict]:
 @functools.cache
 def base() -> list[dict]:
     """Every object ``kubectl apply -k manifests`` applies without components."""
-    return _load(p for p in MANIFESTS.rglob("*.yaml") if not p.is_relative_to(COMPONENTS))
+    return _load(
+        p for p in MANIFESTS.rglob("*.yaml") if not p.is_relative_to(COMPONENTS) and not p.is_relative_to(CRDS)
+    )
 
 
 @functools.cache
 def component(name: str) -> list[dict]:
-    """The objects and patches of ``manifests/components/<name>``."""
-    return _load((COMPONENTS / name).glob("*.yaml"))
+    """The objects and patches of ``manifests/components/<name>``, with the directories it lists as resources."""
+    root = COMPONENTS / name
+    spec = yaml.safe_load((root / "kustomization.yaml").read_text())
+    dirs = [(root / r).resolve() for r in spec.get("resources", []) if (root / r).is_dir()]
+    return _load([*root.glob("*.yaml"), *(p for d in dirs for p in d.glob("*.yaml"))])
 
 
 def documents(kind: str) -> list[dict]:
@@ -56,10 +65,9 @@ def documents(kind: str) -> list[dict]:
 
 @functools.cache
 def plurals() -> dict[tuple[str, str], str]:
-    return {
-        (crd["spec"]["group"], crd["spec"]["names"]["kind"]): crd["spec"]["names"]["plural"]
-        for crd in documents("CustomResourceDefinition")
-    }
+    """Every CRD any standalone component installs (alongside, upstream's CRDs have the same names)."""
+    crds = [d for name in STANDALONE for d in component(name) if d.get("kind") == "CustomResourceDefinition"]
+    return {(crd["spec"]["group"], crd["spec"]["names"]["kind"]): crd["spec"]["names"]["plural"] for crd in crds}
 
 
 def routed(config_kind: str, path: str, group: str, resource: str, operation: str) -> bool:
@@ -198,7 +206,10 @@ def test_serving_certificate_matches_the_injection_annotation_and_the_mounted_se
 
 # ---- permissions ----------------------------------------------------------------------------------
 
-VARIANTS = [c for n in range(3) for c in itertools.combinations(("janitor", "registry-secrets"), n)]
+VARIANTS = [c for n in range(3) for c in itertools.combinations(("janitor", "registry-secrets"), n)] + [
+    STANDALONE,
+    ("standalone-packages", "janitor"),
+]
 READS = ("get", "list", "watch")
 
 
@@ -279,13 +290,56 @@ def test_componentversions_are_deleted_only_with_the_janitor_component(component
     assert enabled is janitor, f"the janitor is {'on' if enabled else 'off'} with {components or 'the base'}"
 
 
-def _config(components: tuple[str, ...]) -> Any:
-    """The configuration the containers read: the janitor's patch replaces the base's config.yaml."""
-    from policies.config import PolicyConfig
+def config_data(components: tuple[str, ...]) -> dict[str, str]:
+    """The ConfigMap's data with ``components`` patched in (a strategic merge: keys merge, a key is replaced)."""
+    data = dict(named("ConfigMap", "catalog-warden-config")["data"])
+    for name in components:
+        for doc in component(name):
+            if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "catalog-warden-config":
+                data.update(doc["data"])
+    return data
 
-    docs = component("janitor") if "janitor" in components else base()
-    text = named("ConfigMap", "catalog-warden-config", docs)["data"]["config.yaml"]
-    return PolicyConfig.model_validate(yaml.safe_load(text))
+
+def _config(components: tuple[str, ...]) -> Any:
+    """The configuration the containers read: every file of the mounted ConfigMap (``--config /config``)."""
+    import tempfile
+
+    from webhook.config import load_config
+
+    with tempfile.TemporaryDirectory() as where:
+        for key, text in config_data(components).items():
+            (Path(where) / key).write_text(text)
+        return load_config(Path(where))
+
+
+def test_the_containers_read_the_configuration_directory() -> None:
+    for container in CONTAINERS:
+        (spec,) = pod(container)["containers"]
+        args = spec["args"]
+        mount = next(m for m in spec["volumeMounts"] if m["name"] == "config")
+        assert args[args.index("--config") + 1] == mount["mountPath"], "--config names the mounted ConfigMap directory"
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_standalone_component_adds_its_crds_and_its_mode_and_nothing_else(family: str) -> None:
+    from policies.config import Mode
+
+    name = f"standalone-{family}"
+    docs = component(name)
+    crds = {(d["spec"]["group"], d["spec"]["names"]["kind"]) for d in docs if d["kind"] == "CustomResourceDefinition"}
+    assert crds == {(gk.group, gk.kind) for gk in FAMILIES[family].kinds if (gk.group, gk.kind) in plurals()}
+    assert {d["kind"] for d in docs} == {"CustomResourceDefinition", "ConfigMap"}
+    on, off = _config((name,)), _config(())
+    assert on.families.of(family).mode is Mode.STANDALONE and off.families.of(family).mode is Mode.ALONGSIDE
+    assert on.model_dump(exclude={"families"}) == off.model_dump(exclude={"families"})
+    assert on.runs_upstream_loop(family) and not off.runs_upstream_loop(family)
+
+
+def test_the_base_installs_no_crd_and_runs_every_family_alongside() -> None:
+    from policies.config import Mode
+
+    assert documents("CustomResourceDefinition") == []
+    assert all(_config(()).families.of(f).mode is Mode.ALONGSIDE for f in FAMILIES)
 
 
 def test_the_janitor_component_changes_nothing_but_the_janitor_switch() -> None:
@@ -370,7 +424,8 @@ def test_kustomize_builds_what_these_tests_read(tmp_path: Path, components: tupl
     for name in components:
         for doc in component(name):
             if doc["kind"] == "ConfigMap" and key(doc) in expected:
-                expected[key(doc)] = {**expected[key(doc)], "data": doc["data"]}  # a patch: data replaced
+                merged = {**expected[key(doc)]["data"], **doc["data"]}  # a strategic merge patch: keys merge
+                expected[key(doc)] = {**expected[key(doc)], "data": merged}
             else:
                 expected[key(doc)] = doc
     assert sorted(rendered) == sorted(expected)

@@ -83,3 +83,23 @@ def test_a_loop_switch_that_agrees_is_accepted(tmp_path: Path, text: str) -> Non
     path = tmp_path / "c.yaml"
     path.write_text(text)
     load_config(path)
+
+
+def test_a_config_directory_merges_its_files_in_name_order(tmp_path: Path) -> None:
+    """How components/standalone-<family> adds its mode beside the base's config.yaml."""
+    (tmp_path / "config.yaml").write_text(
+        "families:\n  packages: {enabled: true, mode: alongside}\n  charts: {enabled: false}\nmaxListedReferrers: 3\n"
+    )
+    (tmp_path / "standalone-packages.yaml").write_text("families: {packages: {mode: standalone}}\n")
+    (tmp_path / "notes.txt").write_text("not read")
+    config = load_config(tmp_path)
+    assert config.families.of("packages") == FamilyConfig(enabled=True, mode=Mode.STANDALONE)
+    assert (config.families.enabled("charts"), config.maxListedReferrers) == (False, 3)
+
+
+def test_a_bad_file_in_a_config_directory_is_named(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("{}\n")
+    (tmp_path / "standalone-packages.yaml").write_text("- a list\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    assert str(err.value) == f"config file {tmp_path / 'standalone-packages.yaml'}: expected a mapping at the top level"
