@@ -120,12 +120,26 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = READY_TI
 # -- manifests ----------------------------------------------------------------------------------
 
 
-def render(manifests: Path = MANIFESTS) -> list[Obj]:
-    """``kubectl kustomize`` of the base, as ``kubectl apply -k`` would send it."""
+STANDALONE_COMPONENTS = ("standalone-catalog", "standalone-packages", "standalone-charts")
+"""No upstream server runs in this control plane, so every family is installed standalone: the base
+plus ``manifests/components/standalone-<family>`` (their CRDs and mode), as docs/install.md says."""
+
+
+def render(manifests: Path = MANIFESTS, components: Sequence[str] = STANDALONE_COMPONENTS) -> list[Obj]:
+    """``kubectl kustomize`` of an overlay of the base with ``components``, as ``kubectl apply -k`` would send it."""
     kubectl = kubectl_binary() or "kubectl"
-    done = subprocess.run([kubectl, "kustomize", str(manifests)], capture_output=True, text=True, timeout=120)
+    with tempfile.TemporaryDirectory(prefix="overlay-") as where:
+        root = os.path.relpath(manifests, where)
+        overlay = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": [root],
+            "components": [f"{root}/components/{name}" for name in components],
+        }
+        (Path(where) / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+        done = subprocess.run([kubectl, "kustomize", where], capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
-        raise ClusterError(f"kubectl kustomize {manifests} failed: {done.stderr.strip()}")
+        raise ClusterError(f"kubectl kustomize {manifests} with {', '.join(components)} failed: {done.stderr.strip()}")
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
@@ -290,7 +304,7 @@ class Cluster:
     """The webhook's serving pair (``tls.crt``, ``tls.key``) and the CA injected as caBundle."""
     admin: Kube
     config: Path
-    """The shipped ``config.yaml`` (ConfigMap catalog-warden-config), what the Deployments mount."""
+    """The shipped ConfigMap catalog-warden-config as the Deployments mount it: a directory, one file a key."""
     processes: list[WardenProcess] = field(default_factory=list)
     _kubeconfigs: dict[tuple[str, ...], Path] = field(default_factory=dict)
 
@@ -535,8 +549,10 @@ def install(plane: ControlPlane, workdir: Path) -> Cluster:
     certificate = find(rendered, "Certificate", CERTIFICATE)
     certs = workdir / "webhook-certs"
     write_dev_certs(certs, list(certificate["spec"]["dnsNames"]))
-    config = workdir / "config.yaml"
-    config.write_text(find(rendered, "ConfigMap", CONFIG_MAP)["data"]["config.yaml"])
+    config = workdir / "config"
+    config.mkdir(exist_ok=True)
+    for key, text in find(rendered, "ConfigMap", CONFIG_MAP)["data"].items():
+        (config / key).write_text(text)
     (workdir / "logs").mkdir(exist_ok=True)
     cluster = Cluster(
         plane=plane,

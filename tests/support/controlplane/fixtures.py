@@ -140,7 +140,7 @@ def new_server(cluster: Cluster) -> Iterator[Callable[..., ServerProcess]]:
 def sidecar(cluster: Cluster) -> Iterator[Callable[..., SidecarProcess]]:
     """``sidecar(name="sidecar", config=None, args=())``: a sidecar process (not started), stopped after the test.
 
-    ``config`` is a ``--config`` file (default: the shipped ConfigMap's ``config.yaml``).
+    ``config`` is a ``--config`` file or directory (default: the shipped ConfigMap, mounted as a directory).
     """
     started: list[SidecarProcess] = []
 
