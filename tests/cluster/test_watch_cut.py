@@ -18,6 +18,7 @@ Which server kube-apiserver calls is forced, not hoped for: only one endpoint is
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -82,15 +83,15 @@ class Cut:
 @pytest.fixture
 def cut(cluster: Cluster, server: ServerProcess, new_server: Callable[..., ServerProcess],
         tmp_path: Path) -> Iterator[Cut]:  # fmt: skip
-    config = yaml.safe_load(cluster.config.read_text())
-    config["informer"] = INFORMER
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    config = tmp_path / "config"  # the shipped ConfigMap as mounted, plus one file with the test's bounds
+    shutil.copytree(cluster.config, config)
+    (config / "zz-informer.yaml").write_text(yaml.safe_dump({"informer": INFORMER}))
     with TcpProxy(upstream_of(cluster.plane.url)) as apiserver:
         kubeconfig = kubeconfig_via(
             cluster.service_account(NAMESPACE, SERVER_ACCOUNT), f"https://127.0.0.1:{apiserver.port}",
             tmp_path / "server.kubeconfig",
         )  # fmt: skip
-        args = ["--kubeconfig", str(kubeconfig), "--config", str(tmp_path / "config.yaml")]
+        args = ["--kubeconfig", str(kubeconfig), "--config", str(config)]
         watcher = new_server("watch-cut", endpoint=False, args=args)
         with TcpProxy(("127.0.0.1", watcher.port)) as front:
             watcher.start()
