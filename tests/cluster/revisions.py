@@ -6,6 +6,7 @@ Shared by test_garbage_collection.py and test_namespace_deletion.py (not a test 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,14 +25,15 @@ REVISIONS = "/apis/porch.kpt.dev/v1alpha2/namespaces/{ns}/packagerevisions"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE_NAME}"
 
 BOOKKEEPING_ONLY = {
+    # The packages family is standalone here (no Porch), which is what runs the bookkeeping; the chart
+    # index is off by taking the charts family out of standalone (the mode is its only switch).
+    "families": {"charts": {"mode": "alongside"}},
     "sidecar": {
         # The pass interval is the availability loop's: one pass a second, nothing else running.
         "availability": {"interval": "1s"},
         "referencedSet": {"enabled": False},
         "retention": {"enabled": False},
-        "chartIndex": {"enabled": False},
-        "packages": {"enabled": True},
-    }
+    },
 }
 
 
@@ -95,8 +97,10 @@ def bookkeeping_sidecar(cluster: Cluster, sidecar: Callable[..., SidecarProcess]
     A Lease left by an earlier test's sidecar (stopped; it may not have released it) is deleted
     first, so this one takes it at once instead of after the lease duration.
     """
-    config = cluster.workdir / f"{name}.yaml"
-    config.write_text(yaml.safe_dump({**yaml.safe_load(cluster.config.read_text()), **BOOKKEEPING_ONLY}))
+    config = cluster.workdir / name  # the shipped configuration directory, plus the test's loop switches
+    shutil.rmtree(config, ignore_errors=True)
+    shutil.copytree(cluster.config, config)
+    (config / "zz-bookkeeping-only.yaml").write_text(yaml.safe_dump(BOOKKEEPING_ONLY))
     with contextlib.suppress(NotFound):
         cluster.admin.request("DELETE", LEASE)
     process = sidecar(name, Path(config)).start()

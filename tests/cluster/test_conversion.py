@@ -131,7 +131,7 @@ def test_created_in_v1alpha1_reads_in_v1alpha2_and_back_as_written(repository: O
 
     assert created["apiVersion"] == f"{GROUP}/v1alpha1"
     assert created["spec"] == {**manifest["spec"], "lifecycle": "Draft"}
-    assert created["metadata"]["labels"] == {"app": "web", LATEST_LABEL_V1ALPHA1: "false"}  # stored as v1alpha2's
+    assert created["metadata"]["labels"] == {"app": "web"}  # no latest-revision label on a v1alpha1 CREATE
     assert "annotations" not in created["metadata"]
     assert as_v2["spec"] == {**common_spec(), "lifecycle": "Draft", "source": {"init": INIT}}
     assert carried(as_v2) == {"from": "v1alpha1", "tasksTail": [EVAL], "created": ["metadata.annotations"]}
@@ -249,7 +249,7 @@ def test_a_watch_in_one_version_sees_writes_in_the_other_converted(
 
     for event in (modified, finalized):
         assert (event["type"], event["object"]["apiVersion"]) == ("MODIFIED", f"{GROUP}/{watched}")
-        assert event["object"]["metadata"]["labels"] == {"app": "web", LABELS[watched]: "false"}
+        assert event["object"]["metadata"]["labels"] == {"app": "web"}  # created through v1alpha1: no latest label
     assert modified["object"]["spec"]["lifecycle"] == "Proposed"
     assert "deletionTimestamp" in finalized["object"]["metadata"]  # held by porch.kpt.dev/packagerevisions
     tasks_or_source = {
