@@ -63,6 +63,9 @@ class Bounds:
     body_timeout: float = 10.0
     max_header_bytes: int = 64 * 1024
     """Request line plus headers; the apiserver sends a few hundred bytes."""
+    drain_idle: float = 2.0
+    """On shutdown, how long a connection with no request is kept for one more (answered with
+    ``Connection: close``) before it is closed (:meth:`BoundedProtocol.shutdown`)."""
 
 
 class BoundedProtocol(HttpToolsProtocol):
@@ -84,6 +87,7 @@ class BoundedProtocol(HttpToolsProtocol):
         self._reading_head = True
         self._head_bytes = 0
         self._deadline: asyncio.TimerHandle | None = None
+        self._draining = False
 
     # -- connection -------------------------------------------------------------------------
 
@@ -131,6 +135,8 @@ class BoundedProtocol(HttpToolsProtocol):
         if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
             self.closes["over_concurrency"].inc()  # uvicorn answers 503 and closes (the condition is its own)
         super().on_headers_complete()
+        if self._draining and self.cycle is not None:
+            self.cycle.keep_alive = False  # the answer says Connection: close; the client dials again
 
     def on_message_complete(self) -> None:
         self._reading_head = True
@@ -158,6 +164,28 @@ class BoundedProtocol(HttpToolsProtocol):
             oldest.closes["evicted"].inc()
             oldest._disarm()
             oldest.transport.close()
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Drain without racing the client: a connection between requests is not cut at once.
+
+        uvicorn closes such a connection the moment shutdown starts. kube-apiserver keeps its
+        connections to a webhook alive and writes the next call on one without warning, and it
+        never retries a call on another endpoint; a close at that instant loses the call (EOF,
+        and ``failurePolicy`` decides it). So from now on every answer says ``Connection: close``
+        (the client closes and dials again, reaching a replica still in the Service), and a
+        connection with no request is closed once it has waited ``drain_idle`` more for one:
+        the ordinary keep-alive race, not one at the instant the whole fleet of calls is busy.
+        """
+        self._draining = True
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.keep_alive = False
+            return
+        if self._head_bytes:  # a head is arriving: answer it (closing after), within its own deadline
+            return
+        self._unset_keepalive_if_required()
+        self.timeout_keep_alive_task = self.loop.call_later(self.bounds.drain_idle, self.timeout_keep_alive_handler)
 
     # -- cutting ----------------------------------------------------------------------------
 

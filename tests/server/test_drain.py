@@ -93,3 +93,35 @@ def test_the_drain_is_bounded_by_drain_seconds(certs: Path) -> None:
         tls.close()
     assert 1 <= waited < 10, waited  # it waited for the request, up to 1 s, not the default 10 s
     assert "timeout graceful shutdown exceeded" in server.logs()
+
+
+def test_a_kept_alive_connection_idle_at_sigterm_still_gets_its_next_answer_then_closes(certs: Path) -> None:
+    """kube-apiserver writes its next call on a kept-alive connection without warning: closing that
+    connection the instant shutdown starts would lose the call. It gets an answer with
+    ``connection: close`` instead, so the client dials again (another replica, in a cluster)."""
+    first, second = (json.dumps(review("CREATE", release("ocm-demo-v1.1.0"), uid=u)).encode() for u in ("u1", "u2"))
+    server = ServerProcess(certs, STATE)
+    with server as endpoint:
+        raw = socket.create_connection(("127.0.0.1", endpoint.port), timeout=20)
+        tls = endpoint.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1")
+
+        def post(body: bytes) -> None:
+            head = (
+                "POST /validate/catalog HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            )
+            tls.sendall(head.encode() + body)
+
+        post(first)
+        status, head, _ = read_response(tls)
+        assert status == 200 and b"\r\nconnection: close" not in head  # kept alive, now idle
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: not accepts(endpoint), what="the listener to stop accepting")
+        post(second)
+        status, head, answer = read_response(tls)
+        assert (status, answer["response"]["uid"]) == (200, "u2"), head  # type: ignore[index]
+        assert b"\r\nconnection: close" in head
+        assert tls.recv(1) == b""  # and closes the connection after it
+        tls.close()
+        assert server.proc.wait(timeout=20) == 0, server.logs()
