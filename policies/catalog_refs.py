@@ -13,7 +13,7 @@ controllers do.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from policies import reference_grants, registry_credentials
@@ -149,30 +149,22 @@ def _releases_by_cv(release: Obj) -> Iterable[str]:
         yield key
 
 
-def _bindings_by_target(binding: Obj) -> Iterable[str]:
-    key = ref_key(binding, "spec", "targetRef")
-    if key:
-        yield key
+def _by_ref(*path: str, local: bool = False) -> Callable[[Obj], Iterable[str]]:
+    """An index function: the ``namespace/name`` key of the reference at ``path`` (``ref_key``), if any."""
+
+    def index(obj: Obj) -> Iterable[str]:
+        key = ref_key(obj, *path, local=local)
+        return (key,) if key else ()
+
+    return index
 
 
-def _bindings_by_registry(binding: Obj) -> Iterable[str]:
-    key = ref_key(binding, "spec", "registryRef", local=True)
-    if key:
-        yield key
-
-
-def _targets_by_registry(target: Obj) -> Iterable[str]:
-    """A Target uses the Registry its charts are pushed to (``spec.renderRegistryRef``, may cross namespaces)."""
-    key = ref_key(target, "spec", "renderRegistryRef")
-    if key:
-        yield key
-
-
-def _profiles_by_release(profile: Obj) -> Iterable[str]:
-    """A Profile deploys the Release of its own namespace named by ``spec.releaseRef``."""
-    key = ref_key(profile, "spec", "releaseRef", local=True)
-    if key:
-        yield key
+_bindings_by_target = _by_ref("spec", "targetRef")
+_bindings_by_registry = _by_ref("spec", "registryRef", local=True)
+_targets_by_registry = _by_ref("spec", "renderRegistryRef")
+"""A Target uses the Registry its charts are pushed to (``spec.renderRegistryRef``, may cross namespaces)."""
+_profiles_by_release = _by_ref("spec", "releaseRef", local=True)
+"""A Profile deploys the Release of its own namespace named by ``spec.releaseRef``."""
 
 
 def component_key(cv: Obj) -> str:
